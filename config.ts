@@ -1,0 +1,238 @@
+// Configuration: read once from the environment at start-up, validated, frozen and passed down.
+// Nothing else in the code base reads the environment.
+import { readFileSync } from 'node:fs'
+
+export interface RateLimitRule {
+  /** Requests allowed per window. */
+  readonly limit: number
+  /** Window length in seconds. */
+  readonly windowSeconds: number
+}
+
+export interface LifecycleEntry {
+  /** When the route or version was (or will be) deprecated (RFC 9745). */
+  readonly deprecation: Date
+  /** When it stops working (RFC 8594); after this the route answers 410. */
+  readonly sunset: Date | null
+  /** Human documentation of the deprecation (Link rel="deprecation"). */
+  readonly deprecationLink: string | null
+  /** Human documentation of the sunset (Link rel="sunset"). */
+  readonly sunsetLink: string | null
+  /** Path of the route that replaces it, named in the 410 body. */
+  readonly replacement: string | null
+}
+
+export interface Lifecycle {
+  /** Keyed by exact route path, e.g. "/waitlist". */
+  readonly routes: Readonly<Record<string, LifecycleEntry>>
+  /** Keyed by API version alias, e.g. "v1". */
+  readonly versions: Readonly<Record<string, LifecycleEntry>>
+}
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  /** postgres://… for PostgreSQL, memory:// for in-memory PGlite, null for PGlite under dataDir. */
+  readonly databaseUrl: string | null
+  readonly dataDir: string
+  /** Public URLs of the three surfaces, without a trailing slash. */
+  readonly baseUrl: string
+  readonly productApiUrl: string
+  readonly appUrl: string
+  /** "*" (any origin, no credentials) or an allow-list of exact origins. */
+  readonly corsOrigins: '*' | readonly string[]
+  /** Peers whose X-Forwarded-For / X-Forwarded-Proto are believed ("*" = any peer). */
+  readonly trustProxy: '*' | readonly string[]
+  readonly tlsCertFile: string | null
+  readonly tlsKeyFile: string | null
+  /** Accept plain HTTP from non-loopback peers on the product API (only for isolated networks). */
+  readonly allowInsecureHttp: boolean
+  readonly bodyLimitBytes: number
+  readonly leadRateLimit: RateLimitRule
+  readonly apiRateLimit: RateLimitRule
+  readonly loginRateLimit: RateLimitRule
+  readonly accessTokenTtlSeconds: number
+  readonly refreshTokenTtlSeconds: number
+  readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
+  readonly lifecycle: Lifecycle
+  readonly contactEmail: string
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`)
+  const value = Number(raw)
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`)
+  return value
+}
+
+function rateLimit(env: Env, name: string, fallback: RateLimitRule): RateLimitRule {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const match = /^(\d+)\/(\d+)$/.exec(raw.trim())
+  if (!match) throw new ConfigError(`${name} must look like "LIMIT/SECONDS" (e.g. "20/60"), got "${raw}"`)
+  const limit = Number(match[1])
+  const windowSeconds = Number(match[2])
+  if (limit < 1 || windowSeconds < 1) throw new ConfigError(`${name} needs a limit and a window of at least 1`)
+  return Object.freeze({ limit, windowSeconds })
+}
+
+function publicUrl(env: Env, name: string, fallback: string): string {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL, got "${raw}"`)
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an http(s) URL`)
+  if (url.search || url.hash) throw new ConfigError(`${name} must not have a query or fragment (RFC 8414 §2)`)
+  return raw.replace(/\/+$/, '')
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '').split(',').map((item) => item.trim()).filter((item) => item !== '')
+}
+
+function date(value: unknown, where: string): Date {
+  if (typeof value !== 'string' && typeof value !== 'number') throw new ConfigError(`${where} must be an ISO date`)
+  const parsed = new Date(value)
+  if (Number.isNaN(parsed.getTime())) throw new ConfigError(`${where} is not a valid date: ${String(value)}`)
+  return parsed
+}
+
+function optionalString(value: unknown, where: string): string | null {
+  if (value === undefined || value === null) return null
+  if (typeof value !== 'string' || value === '') throw new ConfigError(`${where} must be a non-empty string`)
+  return value
+}
+
+function lifecycleEntry(raw: unknown, where: string): LifecycleEntry {
+  if (typeof raw !== 'object' || raw === null) throw new ConfigError(`${where} must be an object`)
+  const entry = raw as Record<string, unknown>
+  const deprecation = date(entry.deprecation, `${where}.deprecation`)
+  const sunset = entry.sunset === undefined || entry.sunset === null ? null : date(entry.sunset, `${where}.sunset`)
+  // RFC 8594 §3 / RFC 9745 §3: a sunset before its deprecation is a configuration error.
+  if (sunset && sunset.getTime() < deprecation.getTime()) {
+    throw new ConfigError(`${where}: sunset (${sunset.toISOString()}) precedes deprecation (${deprecation.toISOString()})`)
+  }
+  return Object.freeze({
+    deprecation,
+    sunset,
+    deprecationLink: optionalString(entry.deprecationLink, `${where}.deprecationLink`),
+    sunsetLink: optionalString(entry.sunsetLink, `${where}.sunsetLink`),
+    replacement: optionalString(entry.replacement, `${where}.replacement`),
+  })
+}
+
+export function parseLifecycle(raw: unknown): Lifecycle {
+  if (typeof raw !== 'object' || raw === null) throw new ConfigError('lifecycle must be a JSON object')
+  const source = raw as Record<string, unknown>
+  const section = (name: 'routes' | 'versions'): Record<string, LifecycleEntry> => {
+    const value = source[name] ?? {}
+    if (typeof value !== 'object' || value === null) throw new ConfigError(`lifecycle.${name} must be an object`)
+    const out: Record<string, LifecycleEntry> = Object.create(null)
+    for (const [key, entry] of Object.entries(value)) out[key] = lifecycleEntry(entry, `lifecycle.${name}["${key}"]`)
+    return Object.freeze(out)
+  }
+  return Object.freeze({ routes: section('routes'), versions: section('versions') })
+}
+
+/** The shipped lifecycle: the legacy /waitlist alias is deprecated in favour of /newsletter. */
+export function defaultLifecycle(appUrl: string): unknown {
+  return {
+    routes: {
+      '/waitlist': {
+        deprecation: '2025-12-31T23:59:59Z',
+        sunset: '2027-01-31T23:59:59Z',
+        deprecationLink: `${appUrl}/openapi.json`,
+        sunsetLink: `${appUrl}/openapi.json`,
+        replacement: '/newsletter',
+      },
+    },
+    versions: {},
+  }
+}
+
+function readLifecycle(env: Env, appUrl: string): Lifecycle {
+  if (env.LIFECYCLE && env.LIFECYCLE_FILE) throw new ConfigError('set LIFECYCLE or LIFECYCLE_FILE, not both')
+  let raw: unknown = defaultLifecycle(appUrl)
+  const text = env.LIFECYCLE_FILE ? readText(env.LIFECYCLE_FILE, 'LIFECYCLE_FILE') : env.LIFECYCLE
+  if (text) {
+    try {
+      raw = JSON.parse(text)
+    } catch {
+      throw new ConfigError('the lifecycle configuration is not valid JSON')
+    }
+  }
+  return parseLifecycle(raw)
+}
+
+function readText(path: string, name: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new ConfigError(`${name}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
+
+export function loadConfig(env: Env = {}): Config {
+  const port = integer(env, 'PORT', 8080, 0, 65535)
+  const host = env.HOST || '0.0.0.0'
+  const tlsCertFile = env.TLS_CERT_FILE || null
+  const tlsKeyFile = env.TLS_KEY_FILE || null
+  if ((tlsCertFile === null) !== (tlsKeyFile === null)) throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE go together')
+  const ownOrigin = `${tlsCertFile ? 'https' : 'http'}://localhost:${port}`
+  const appUrl = publicUrl(env, 'APP_URL', ownOrigin)
+
+  const databaseUrl = env.DATABASE_URL || null
+  if (databaseUrl && !/^(postgres(ql)?|memory):\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must start with postgres://, postgresql:// or memory://')
+  }
+
+  const cors = list(env.CORS_ORIGINS)
+  for (const origin of cors) {
+    if (origin !== '*' && !/^https?:\/\/[^/]+$/.test(origin)) {
+      throw new ConfigError(`CORS_ORIGINS entries must be origins like https://example.com, got "${origin}"`)
+    }
+  }
+  const trust = list(env.TRUST_PROXY)
+
+  const logLevel = (env.LOG_LEVEL || 'info') as Config['logLevel']
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`)
+
+  const config: Config = {
+    port,
+    host,
+    databaseUrl,
+    dataDir: env.DATA_DIR || './data',
+    baseUrl: publicUrl(env, 'BASE_URL', ownOrigin),
+    productApiUrl: publicUrl(env, 'PRODUCT_API_URL', ownOrigin),
+    appUrl,
+    corsOrigins: cors.length === 0 || cors.includes('*') ? '*' : Object.freeze(cors),
+    trustProxy: trust.includes('*') || trust.includes('true') ? '*' : Object.freeze(trust),
+    tlsCertFile,
+    tlsKeyFile,
+    allowInsecureHttp: env.ALLOW_INSECURE_HTTP === 'true',
+    bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
+    leadRateLimit: rateLimit(env, 'LEAD_RATE_LIMIT', { limit: 20, windowSeconds: 60 }),
+    apiRateLimit: rateLimit(env, 'API_RATE_LIMIT', { limit: 600, windowSeconds: 60 }),
+    loginRateLimit: rateLimit(env, 'LOGIN_RATE_LIMIT', { limit: 10, windowSeconds: 300 }),
+    accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 900, 60, 86_400),
+    refreshTokenTtlSeconds: integer(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
+    logLevel,
+    lifecycle: readLifecycle(env, appUrl),
+    contactEmail: env.CONTACT_EMAIL || 'security@example.com',
+  }
+  return Object.freeze(config)
+}

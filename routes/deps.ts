@@ -1,0 +1,37 @@
+// Dependencies a handler is built from. They travel explicitly: tests pass their own.
+import type { Kysely } from 'kysely'
+import type { Database } from '../storage/schema.ts'
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
+export type LogFields = Record<string, string | number | boolean | null | undefined>
+
+export interface Logger {
+  log(level: LogLevel, message: string, fields?: LogFields): void
+}
+
+export interface Deps {
+  readonly db: Kysely<Database>
+  /** Milliseconds since the epoch; tests pass a fake. */
+  readonly clock: () => number
+  readonly logger: Logger
+}
+
+const ORDER: Record<LogLevel | 'silent', number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 }
+
+/**
+ * One JSON object per line. Callers pass only fields they chose; request bodies, emails and
+ * tokens are never logged.
+ */
+export function createJsonLogger(
+  minimum: LogLevel | 'silent',
+  write: (line: string) => void = (line) => process.stdout.write(line + '\n'),
+): Logger {
+  return {
+    log(level, message, fields = {}) {
+      if (ORDER[level] < ORDER[minimum]) return
+      write(JSON.stringify({ time: new Date().toISOString(), level, msg: message, ...fields }))
+    },
+  }
+}
+
+export const silentLogger: Logger = { log() {} }

@@ -1,0 +1,228 @@
+// HTTP glue shared by every surface: the error type, JSON responses, bounded body reading and
+// the request context that travels through the router as an extra fetch argument.
+import type { Config } from '../config.ts'
+import type { Deps } from './deps.ts'
+
+/** RFC 9110 §15 reason phrases for the statuses this server sends. */
+export const REASON: Readonly<Record<number, string>> = Object.freeze({
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  410: 'Gone',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+})
+
+/**
+ * The one error type. `message` is safe to show to the client; `code` is an optional
+ * machine-readable code (the OAuth token endpoint uses RFC 6749 §5.2 codes).
+ */
+export class HttpError extends Error {
+  override name = 'HttpError'
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly code: string | null
+  constructor(status: number, message: string, options: { headers?: Record<string, string>; code?: string } = {}) {
+    super(message)
+    this.status = status
+    this.headers = Object.freeze({ ...options.headers })
+    this.code = options.code ?? null
+  }
+}
+
+/** Thrown by storage when the database cannot be reached; surfaces answer 503 + Retry-After. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false
+  const { code, message } = error as { code?: unknown; message?: unknown }
+  if (typeof code === 'string') {
+    // Node socket errors, and PostgreSQL class 08 (connection) / 57P0x (shutdown) / 53 (resources).
+    if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'].includes(code)) return true
+    if (/^(08|57P0|53)/.test(code)) return true
+  }
+  if (typeof message === 'string') {
+    return /timeout exceeded when trying to connect|Connection terminated|connection (is )?closed|Client has encountered a connection error|PGlite is closed|database is closed/i.test(
+      message,
+    )
+  }
+  return false
+}
+
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'X-Content-Type-Options': 'nosniff',
+})
+
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'Content-Type': 'application/json; charset=utf-8', ...headers },
+  })
+}
+
+export interface RequestContext {
+  readonly config: Config
+  readonly deps: Deps
+  readonly requestId: string
+  /** The client's address: the peer, or the forwarded one when the peer is a trusted proxy. */
+  readonly clientAddress: string
+  /** The request reached us over TLS (directly, or through a trusted proxy), or from loopback. */
+  readonly secure: boolean
+  /** Milliseconds since the epoch, read once per request from the injected clock. */
+  readonly now: number
+}
+
+/** What a runtime adapter knows about the connection; all optional for embedders. */
+export interface ConnectionInfo {
+  readonly remoteAddress?: string
+  readonly tls?: boolean
+}
+
+const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/
+
+export function isLoopback(address: string): boolean {
+  return LOOPBACK.test(address)
+}
+
+export function buildContext(request: Request, config: Config, deps: Deps, conn: ConnectionInfo | undefined): RequestContext {
+  const peer = conn?.remoteAddress ?? '127.0.0.1'
+  const trusted = config.trustProxy === '*' || config.trustProxy.includes(peer)
+  let clientAddress = peer
+  let tls = conn?.tls === true || config.tlsCertFile !== null
+  if (trusted) {
+    // The proxy appends the address it saw last: that is the one the proxy vouches for.
+    const forwarded = request.headers.get('x-forwarded-for')
+    const last = forwarded?.split(',').pop()?.trim()
+    if (last) clientAddress = last
+    const proto = request.headers.get('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase()
+    if (proto === 'https') tls = true
+  }
+  return {
+    config,
+    deps,
+    requestId: request.headers.get('x-request-id')?.slice(0, 64).replace(/[^\w.-]/g, '') || crypto.randomUUID(),
+    clientAddress,
+    secure: tls || (!trusted && isLoopback(peer)),
+    now: deps.clock(),
+  }
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Reads the body as text, refusing more than `limit` bytes while reading: a Content-Length
+ * over the limit is refused before any byte is read, and a chunked body is cut off as soon as
+ * it passes the limit.
+ */
+export async function readText(request: Request, limit: number): Promise<string> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null && Number(declared) > limit) throw tooLarge(limit)
+  if (request.body === null) return ''
+  const reader = request.body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) {
+      await reader.cancel().catch(() => {})
+      throw tooLarge(limit)
+    }
+    chunks.push(value)
+  }
+  const bytes = chunks.length === 1 ? chunks[0]! : concat(chunks, size)
+  try {
+    return decoder.decode(bytes)
+  } catch {
+    throw new HttpError(400, 'Request body is not valid UTF-8')
+  }
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
+}
+
+function tooLarge(limit: number): HttpError {
+  return new HttpError(413, `Request body is larger than ${limit} bytes`)
+}
+
+/** The media type of the request, lower-cased, without parameters. */
+export function mediaType(request: Request): string {
+  return (request.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase()
+}
+
+const MAX_DEPTH = 32
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Parses a JSON object body and checks, without recursion, what the database and the rest of
+ * the code cannot take: nesting deeper than 32, NUL characters (PostgreSQL rejects them in text,
+ * SQLSTATE 22021), lone surrogates (stored silently as U+FFFD) and `__proto__` keys.
+ */
+export function parseJsonObject(text: string): Record<string, unknown> {
+  if (text.trim() === '') throw new HttpError(400, 'Request body is empty; send a JSON object')
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    throw new HttpError(400, 'Request body is not valid JSON')
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HttpError(400, 'Request body must be a JSON object')
+  }
+  checkJsonValue(value)
+  return value as Record<string, unknown>
+}
+
+export function checkJsonValue(root: unknown): void {
+  const stack: Array<[unknown, number]> = [[root, 1]]
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!
+    if (typeof value === 'string') {
+      checkString(value)
+    } else if (typeof value === 'object' && value !== null) {
+      if (depth > MAX_DEPTH) throw new HttpError(400, `Request body is nested more than ${MAX_DEPTH} levels deep`)
+      if (Array.isArray(value)) {
+        for (const item of value) stack.push([item, depth + 1])
+      } else {
+        for (const key of Object.keys(value)) {
+          if (key === '__proto__') throw new HttpError(400, 'Request body contains the forbidden key "__proto__"')
+          checkString(key)
+          stack.push([(value as Record<string, unknown>)[key], depth + 1])
+        }
+      }
+    }
+  }
+}
+
+function checkString(value: string): void {
+  if (value.includes('\u0000')) throw new HttpError(400, 'Request body contains a NUL character')
+  if (LONE_SURROGATE.test(value)) throw new HttpError(400, 'Request body contains an unpaired UTF-16 surrogate')
+}
+
+/** Body of a form post (`application/x-www-form-urlencoded`), with the same string checks. */
+export function parseForm(text: string): Record<string, string> {
+  const out: Record<string, string> = Object.create(null)
+  for (const [key, value] of new URLSearchParams(text)) {
+    if (key === '__proto__') throw new HttpError(400, 'Request body contains the forbidden key "__proto__"')
+    checkString(key)
+    checkString(value)
+    if (key in out) throw new HttpError(400, `Parameter ${key} is repeated`)
+    out[key] = value
+  }
+  return out
+}

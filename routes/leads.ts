@@ -1,0 +1,235 @@
+// The public lead-capture surface (SPEC.md §4 "Lead-capture API"): POST /demo-request,
+// POST /newsletter and its legacy alias POST /waitlist. No credentials; posted to by browsers.
+import * as v from 'valibot'
+import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
+import { HttpError, json, mediaType, parseJsonObject, readText, type RequestContext } from './http.ts'
+import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
+import type { OperationDoc, Route, Surface } from './surface.ts'
+import type { Config } from '../config.ts'
+import type { IRequest } from 'itty-router'
+
+export const MISSING_FIELDS = 'Missing required fields'
+export const INVALID_EMAIL = 'Invalid email'
+
+/** Longest accepted values, in characters. Longer input is refused, never truncated. */
+export const FIELD_LIMITS = Object.freeze({
+  first_name: 200,
+  last_name: 200,
+  company: 200,
+  linkedin: 2048,
+  phone: 64,
+  source: 200,
+  analytics_distinct_id: 200,
+})
+
+const CONTROL_OR_SPACE = /[\s\u0000-\u001f\u007f]/u
+const LOCAL_PART = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.\-\u0080-\uffff]+$/u
+const DOMAIN_LABEL = /^(?!-)[\p{L}\p{N}-]{1,63}(?<!-)$/u
+
+/**
+ * Practical RFC 5321 address check: one "@", a local part of at most 64 characters and no
+ * leading, trailing or doubled dot, at most 254 characters in all, a dotted domain, no spaces
+ * or control characters. Accepts o'brien@example.com and a+tag@example.com.
+ */
+export function isValidEmail(email: string): boolean {
+  if (email.length > 254 || CONTROL_OR_SPACE.test(email)) return false
+  const at = email.indexOf('@')
+  if (at <= 0 || at !== email.lastIndexOf('@')) return false
+  const local = email.slice(0, at)
+  const domain = email.slice(at + 1)
+  if (local.length > 64 || !LOCAL_PART.test(local)) return false
+  if (local.startsWith('.') || local.endsWith('.') || local.includes('..')) return false
+  const labels = domain.split('.')
+  if (labels.length < 2 || !labels.every((label) => DOMAIN_LABEL.test(label))) return false
+  const tld = labels[labels.length - 1]!
+  return tld.length >= 2 && !/^\d+$/.test(tld)
+}
+
+const requiredText = (name: keyof typeof FIELD_LIMITS) =>
+  v.pipe(
+    v.string(`Field ${name} must be a string`),
+    v.trim(),
+    v.nonEmpty(MISSING_FIELDS),
+    v.maxLength(FIELD_LIMITS[name], `Field ${name} is longer than ${FIELD_LIMITS[name]} characters`),
+  )
+
+const optionalText = (name: keyof typeof FIELD_LIMITS, description: string) =>
+  v.optional(
+    v.pipe(
+      v.string(`Field ${name} must be a string`),
+      v.trim(),
+      v.maxLength(FIELD_LIMITS[name], `Field ${name} is longer than ${FIELD_LIMITS[name]} characters`),
+      v.description(description),
+    ),
+  )
+
+const email = (emptyMessage: string) =>
+  v.pipe(
+    v.string(INVALID_EMAIL),
+    v.trim(),
+    v.nonEmpty(emptyMessage),
+    v.maxLength(254, INVALID_EMAIL),
+    v.check(isValidEmail, INVALID_EMAIL),
+    v.description('Work email address (format email).'),
+    v.metadata({ format: 'email' }),
+  )
+
+const attribution = {
+  source: optionalText('source', 'Attribution source of the submission.'),
+  analytics_distinct_id: optionalText('analytics_distinct_id', 'Analytics-session identifier linking the submission to an analytics session.'),
+}
+
+/** SPEC.md §2 DemoRequest. Unknown fields are dropped, never an error. */
+export const DemoRequestSchema = v.pipe(
+  v.object(
+    {
+      first_name: v.pipe(requiredText('first_name'), v.description("Requester's first name.")),
+      last_name: v.pipe(requiredText('last_name'), v.description("Requester's last name.")),
+      email: email(MISSING_FIELDS),
+      company: v.pipe(requiredText('company'), v.description('Company name.')),
+      linkedin: v.pipe(requiredText('linkedin'), v.description('Professional-profile URL; stored, never fetched.')),
+      phone: optionalText('phone', 'Phone number.'),
+      ...attribution,
+    },
+    MISSING_FIELDS,
+  ),
+  v.title('DemoRequest'),
+)
+
+/** SPEC.md §2 NewsletterRequest. */
+export const NewsletterRequestSchema = v.pipe(
+  v.object({ email: email(INVALID_EMAIL), ...attribution }, INVALID_EMAIL),
+  v.title('NewsletterRequest'),
+)
+
+export const SuccessResponseSchema = v.pipe(
+  v.object({ message: v.pipe(v.string(), v.description('"OK" for a new submission; "Already registered" when the email already exists.')) }),
+  v.title('SuccessResponse'),
+)
+
+export const ErrorSchema = v.pipe(
+  v.object({ error: v.pipe(v.string(), v.description('Human-readable message, e.g. "Invalid email" or "Missing required fields".')) }),
+  v.title('Error'),
+)
+
+export type DemoRequest = v.InferOutput<typeof DemoRequestSchema>
+export type NewsletterRequest = v.InferOutput<typeof NewsletterRequestSchema>
+
+/**
+ * Validates with precedence: a missing required field wins over a bad email (PRODUCT.md), which
+ * wins over any other problem. null counts as absent.
+ */
+export function validate<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>): v.InferOutput<S> {
+  const input: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(body)) if (value !== null) input[key] = value
+  const result = v.safeParse(schema, input, { abortEarly: false })
+  if (result.success) return result.output
+  const messages = result.issues.map((issue) => issue.message)
+  const message = messages.find((m) => m === MISSING_FIELDS) ?? messages.find((m) => m === INVALID_EMAIL) ?? messages[0]!
+  throw new HttpError(400, message)
+}
+
+const OK = Object.freeze({ message: 'OK' })
+const ALREADY = Object.freeze({ message: 'Already registered' })
+
+/** Reads a JSON object body: application/json, or text/plain holding JSON (no CORS preflight). */
+async function readLeadBody(request: Request, ctx: RequestContext): Promise<Record<string, unknown>> {
+  const type = mediaType(request)
+  if (type !== '' && type !== 'application/json' && type !== 'text/plain' && !type.endsWith('+json')) {
+    throw new HttpError(415, `Content-Type ${type} is not supported; send application/json`)
+  }
+  return parseJsonObject(await readText(request, ctx.config.bodyLimitBytes))
+}
+
+function emptyToNull(value: string | undefined): string | null {
+  return value === undefined || value === '' ? null : value
+}
+
+export function createLeadSurface(config: Config): Surface {
+  const limiter: RateLimiter = createRateLimiter(config.leadRateLimit)
+
+  /** Per-client throttle (OWASP API6): refuses a flood before reading its body. */
+  function throttle(ctx: RequestContext): Record<string, string> {
+    const decision = limiter.take(`lead:${ctx.clientAddress}`, ctx.now)
+    const headers = rateLimitHeaders('leads', limiter.rule, decision)
+    if (!decision.allowed) throw new HttpError(429, 'Too many submissions from this client; retry later', { headers })
+    return headers
+  }
+
+  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Response> {
+    const headers = throttle(ctx)
+    const lead = validate(DemoRequestSchema, await readLeadBody(request, ctx))
+    const stored = await insertDemoRequestUnlessRegistered(
+      ctx.deps.db,
+      {
+        email: lead.email,
+        first_name: lead.first_name,
+        last_name: lead.last_name,
+        company: lead.company,
+        linkedin: lead.linkedin,
+        phone: emptyToNull(lead.phone),
+        source: emptyToNull(lead.source),
+        analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
+      },
+      new Date(ctx.now),
+    )
+    return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
+  }
+
+  function subscribe(via: string) {
+    return async (request: IRequest, ctx: RequestContext): Promise<Response> => {
+      const headers = throttle(ctx)
+      const lead = validate(NewsletterRequestSchema, await readLeadBody(request, ctx))
+      const stored = await insertSubscriptionUnlessRegistered(
+        ctx.deps.db,
+        { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
+        new Date(ctx.now),
+      )
+      return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
+    }
+  }
+
+  const routes: Route[] = [
+    { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', DemoRequestSchema) },
+    { method: 'POST', path: '/newsletter', handler: subscribe('/newsletter'), doc: leadDoc('subscribeNewsletter', 'Subscribe an email address to the newsletter', NewsletterRequestSchema) },
+    {
+      method: 'POST',
+      path: '/waitlist',
+      handler: subscribe('/waitlist'),
+      doc: {
+        ...leadDoc('joinWaitlist', 'Join the waitlist (deprecated alias of POST /newsletter; same list)', NewsletterRequestSchema),
+        deprecated: true,
+      },
+    },
+  ]
+
+  return {
+    name: 'leads',
+    routes,
+    errorBody: (_status, error) => ({ error: error.message }),
+  }
+}
+
+const LEAD_ERRORS = {
+  413: { description: 'Body larger than the limit (16 KiB by default).', schema: ErrorSchema },
+  415: { description: 'Content-Type other than application/json or text/plain.', schema: ErrorSchema },
+  429: { description: 'Too many submissions from this client.', schema: ErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
+  503: { description: 'Database unavailable; retry later.', schema: ErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
+} as const
+
+function leadDoc(operationId: string, summary: string, schema: v.GenericSchema): OperationDoc {
+  return {
+    operationId,
+    summary,
+    tags: ['Lead capture'],
+    scopes: null,
+    headers: { 'Service-Api-Version': 'Optional API version (semantic version such as 1.0.0 or alias such as v1; default v1). Informational.' },
+    body: { schema, mediaTypes: ['application/json', 'text/plain'], required: true },
+    responses: {
+      200: { description: 'Stored: a new submission.', schema: SuccessResponseSchema },
+      400: { description: 'Missing or malformed fields: "Missing required fields" or "Invalid email".', schema: ErrorSchema },
+      409: { description: 'The email is already registered on this list; treated as success ("Already registered").', schema: SuccessResponseSchema },
+      ...LEAD_ERRORS,
+    },
+  }
+}

@@ -1,0 +1,212 @@
+// Composition: each surface is a list of routes plus its error format; `createFetch` turns any
+// set of surfaces into one fetch handler dispatching through itty-router.
+import { Router, type IRequest } from 'itty-router'
+import type { GenericSchema } from 'valibot'
+import type { Config } from '../config.ts'
+import type { Deps } from './deps.ts'
+import { corsHeaders, preflight } from './cors.ts'
+import { buildContext, HttpError, isDatabaseUnavailable, json, SECURITY_HEADERS, type ConnectionInfo, type RequestContext } from './http.ts'
+import { isSunset, lifecycleHeaders } from './lifecycle.ts'
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+
+export type RouteHandler = (request: IRequest, ctx: RequestContext) => Response | Promise<Response>
+
+export interface ResponseDoc {
+  readonly description: string
+  /** valibot schema of the JSON body; omitted for bodiless responses. */
+  readonly schema?: GenericSchema
+  /** Response headers worth documenting (name → description). */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/**
+ * What the OpenAPI document says of a route. Written beside the route, from the same valibot
+ * schemas the handler validates with, so the document cannot drift from the code.
+ */
+export interface OperationDoc {
+  readonly operationId: string
+  readonly summary: string
+  readonly description?: string
+  readonly tags: readonly string[]
+  /** null: public (`security: []`); otherwise the bearer scheme with these scopes. */
+  readonly scopes: readonly string[] | null
+  /** valibot object schema of the query parameters. */
+  readonly query?: GenericSchema
+  /** valibot schema of the request body, and the media types accepted for it. */
+  readonly body?: { readonly schema: GenericSchema; readonly mediaTypes: readonly string[]; readonly required: boolean }
+  /** Request headers worth documenting (name → description), e.g. Service-Api-Version. */
+  readonly headers?: Readonly<Record<string, string>>
+  readonly responses: Readonly<Record<number, ResponseDoc>>
+  readonly deprecated?: boolean
+}
+
+export interface Route {
+  readonly method: Method
+  /** itty-router pattern, e.g. "/policies/:policy_id". */
+  readonly path: string
+  readonly handler: RouteHandler
+  /** Every route that is part of the published interface has one. */
+  readonly doc?: OperationDoc
+}
+
+export interface Surface {
+  readonly name: string
+  readonly routes: readonly Route[]
+  /** The body of an error response on this surface. */
+  errorBody(status: number, error: HttpError): unknown
+  /** Headers on every response of this surface (e.g. Cache-Control: no-store). */
+  readonly headers?: Readonly<Record<string, string>>
+  /** Stops background work the surface started (timers, LISTEN connections). */
+  close?(): Promise<void>
+}
+
+export interface FetchHandler {
+  fetch(request: Request, conn?: ConnectionInfo): Promise<Response>
+}
+
+export interface FetchOptions {
+  readonly config: Config
+  readonly deps: Deps
+  /** The surface whose error format answers unknown paths. */
+  readonly fallback: Surface
+}
+
+const GENERIC_500 = 'Internal server error'
+const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
+
+/** Turns a thrown value into a response in the surface's format; unknown errors are logged, never shown. */
+export function errorResponse(surface: Surface, error: unknown, ctx: RequestContext): Response {
+  let httpError: HttpError
+  if (error instanceof HttpError) {
+    httpError = error
+  } else if (isDatabaseUnavailable(error)) {
+    ctx.deps.logger.log('warn', 'database unavailable', { requestId: ctx.requestId, code: errorCode(error) })
+    httpError = new HttpError(503, UNAVAILABLE, { headers: { 'Retry-After': '5' } })
+  } else {
+    const e = error as { name?: unknown; message?: unknown; code?: unknown; stack?: unknown }
+    // Logged by name, code and message only: pg's `detail` can hold submitted values.
+    ctx.deps.logger.log('error', 'unhandled error', {
+      requestId: ctx.requestId,
+      error: String(e?.name ?? 'Error'),
+      code: errorCode(error),
+      message: typeof e?.message === 'string' ? e.message.slice(0, 500) : null,
+      stack: typeof e?.stack === 'string' ? e.stack.split('\n').slice(0, 6).join(' | ') : null,
+    })
+    httpError = new HttpError(500, GENERIC_500)
+  }
+  return json(httpError.status, surface.errorBody(httpError.status, httpError), { ...httpError.headers })
+}
+
+function errorCode(error: unknown): string | null {
+  const code = (error as { code?: unknown })?.code
+  return typeof code === 'string' ? code : null
+}
+
+export function createFetch(surfaces: readonly Surface[], options: FetchOptions): FetchHandler {
+  const { config, deps, fallback } = options
+  const router = Router<IRequest, [RequestContext]>()
+  const allowByPath = new Map<string, Set<string>>()
+  const surfaceByPath = new Map<string, Surface>()
+  for (const surface of surfaces) {
+    for (const route of surface.routes) {
+      router[route.method.toLowerCase() as 'get'](route.path, guard(surface, route))
+      const allowed = allowByPath.get(route.path) ?? new Set<string>()
+      allowed.add(route.method)
+      if (route.method === 'GET') allowed.add('HEAD')
+      allowByPath.set(route.path, allowed)
+      surfaceByPath.set(route.path, surface)
+    }
+  }
+  // A known path with another method: 405 with Allow (RFC 9110 §15.5.6); OPTIONS answers CORS.
+  for (const [path, allowed] of allowByPath) {
+    const surface = surfaceByPath.get(path)!
+    const allow = [...allowed]
+    router.all(path, (request: IRequest, ctx: RequestContext) => {
+      if (request.method === 'OPTIONS') return preflight(config, request, allow)
+      const error = new HttpError(405, `Method ${request.method} is not allowed on ${path}; use ${allow.join(', ')}`, {
+        headers: { Allow: [...allow, 'OPTIONS'].join(', ') },
+      })
+      return withSurfaceHeaders(surface, errorResponse(surface, error, ctx))
+    })
+  }
+  router.all('*', (request: IRequest, ctx: RequestContext) =>
+    errorResponse(fallback, new HttpError(404, `No resource at ${new URL(request.url).pathname}`), ctx),
+  )
+
+  return {
+    async fetch(request: Request, conn?: ConnectionInfo): Promise<Response> {
+      const started = performance.now()
+      const ctx = buildContext(request, config, deps, conn)
+      const head = request.method === 'HEAD'
+      // HEAD is GET without the body (RFC 9110 §9.3.2).
+      const routed = head ? new Request(request, { method: 'GET' }) : request
+      let response: Response
+      try {
+        response = (await router.fetch(routed, ctx)) as Response
+      } catch (error) {
+        response = errorResponse(fallback, error, ctx)
+      }
+      response = finish(response, request, ctx, head)
+      if (config.logLevel === 'debug' || config.logLevel === 'info') {
+        const path = new URL(request.url).pathname
+        // The path only: a query string may hold a token someone sent by mistake.
+        deps.logger.log('info', 'request', {
+          requestId: ctx.requestId,
+          method: request.method,
+          path: path.length > 200 ? path.slice(0, 200) + '…' : path,
+          status: response.status,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+        })
+      }
+      return response
+    },
+  }
+
+  function guard(surface: Surface, route: Route) {
+    // Lifecycle (deprecation/sunset) is fixed per path: look it up once, not per request.
+    const entry = config.lifecycle.routes[route.path]
+    const lifecycle = entry ? lifecycleHeaders(entry) : null
+    return async (request: IRequest, ctx: RequestContext): Promise<Response> => {
+      let response: Response
+      try {
+        if (entry && isSunset(entry, ctx.now)) {
+          const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
+          throw new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`)
+        }
+        response = await route.handler(request, ctx)
+      } catch (error) {
+        response = errorResponse(surface, error, ctx)
+      }
+      if (lifecycle) response = withHeaders(response, lifecycle)
+      return withSurfaceHeaders(surface, response)
+    }
+  }
+}
+
+function withSurfaceHeaders(surface: Surface, response: Response): Response {
+  return surface.headers ? withHeaders(response, surface.headers) : response
+}
+
+/** Sets headers on a response, copying it when its headers are immutable. */
+export function withHeaders(response: Response, headers: Record<string, string>): Response {
+  try {
+    for (const [name, value] of Object.entries(headers)) response.headers.set(name, value)
+    return response
+  } catch {
+    const copy = new Response(response.body, response)
+    for (const [name, value] of Object.entries(headers)) copy.headers.set(name, value)
+    return copy
+  }
+}
+
+function finish(response: Response, request: Request, ctx: RequestContext, head: boolean): Response {
+  const headers: Record<string, string> = { ...SECURITY_HEADERS, 'X-Request-Id': ctx.requestId }
+  if (!response.headers.has('access-control-allow-origin')) {
+    Object.assign(headers, corsHeaders(ctx.config, request))
+  }
+  if (ctx.config.tlsCertFile) headers['Strict-Transport-Security'] = 'max-age=31536000'
+  response = withHeaders(response, headers)
+  if (head) return new Response(null, { status: response.status, headers: response.headers })
+  return response
+}

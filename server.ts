@@ -1,0 +1,69 @@
+// Steward: one fetch handler (Request → Response) for three surfaces, and the binary-like script
+// that serves it. Importing this file does nothing; `createHandler` builds the handler from a
+// config and explicit dependencies, and the script part at the bottom runs only as the entry.
+//
+//   node --import tsx server.ts start      (npm start)
+//   bun server.ts start
+//   deno run -A server.ts start
+import { realpathSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
+import { loadConfig, type Config } from './config.ts'
+import type { Deps } from './routes/deps.ts'
+import { createDiscoverySurface } from './routes/discovery.ts'
+import { createLeadSurface } from './routes/leads.ts'
+import { createProductSurface } from './routes/product.ts'
+import { createFetch, type FetchHandler, type Surface } from './routes/surface.ts'
+
+export type { Config } from './config.ts'
+export type { Deps } from './routes/deps.ts'
+export type { ConnectionInfo } from './routes/http.ts'
+export type { FetchHandler } from './routes/surface.ts'
+export { loadConfig } from './config.ts'
+
+export interface Steward extends FetchHandler {
+  /** Each surface alone, for embedders mounting one of them. */
+  readonly leads: FetchHandler
+  readonly product: FetchHandler
+  readonly discovery: FetchHandler
+  /** Stops background work (timers, listeners) the surfaces started. Does not close the database. */
+  close(): Promise<void>
+}
+
+/** Builds the fetch handler. Pure: no I/O until a request arrives. */
+export function createHandler(config: Config, deps: Deps): Steward {
+  const leads = createLeadSurface(config)
+  const product = createProductSurface(config, deps)
+  const discovery = createDiscoverySurface(config)
+  const all: Surface[] = [discovery, product, leads]
+  const combined = createFetch(all, { config, deps, fallback: leads })
+  return {
+    fetch: combined.fetch,
+    leads: createFetch([leads], { config, deps, fallback: leads }),
+    product: createFetch([product], { config, deps, fallback: product }),
+    discovery: createFetch([discovery], { config, deps, fallback: discovery }),
+    async close() {
+      await Promise.all(all.map((surface) => surface.close?.()))
+    },
+  }
+}
+
+function isEntryPoint(): boolean {
+  const meta = import.meta as ImportMeta & { main?: boolean }
+  if (typeof meta.main === 'boolean') return meta.main // Bun, Deno
+  const script = process.argv[1]
+  if (!script) return false
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(script)).href
+  } catch {
+    return false
+  }
+}
+
+if (isEntryPoint()) {
+  // No top-level await: `start` imports this module again, which must finish evaluating first.
+  void import('./cli/main.ts')
+    .then(({ runCli }) => runCli(process.argv.slice(2), process.env))
+    .then((code) => {
+      process.exitCode = code
+    })
+}

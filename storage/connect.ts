@@ -1,0 +1,74 @@
+// Opens the database the configuration names: PostgreSQL through pg, or embedded PGlite.
+import { mkdirSync } from 'node:fs'
+import { Kysely, PostgresDialect } from 'kysely'
+import pg from 'pg'
+import type { Logger } from '../routes/deps.ts'
+import { PgliteDialect } from './pglite-dialect.ts'
+import type { Database } from './schema.ts'
+
+export interface DatabaseHandle {
+  readonly db: Kysely<Database>
+  readonly kind: 'postgres' | 'pglite'
+  /** The pg pool, for LISTEN/NOTIFY and benchmarks; null on PGlite. */
+  readonly pool: pg.Pool | null
+  close(): Promise<void>
+}
+
+export interface DatabaseOptions {
+  readonly databaseUrl: string | null
+  readonly dataDir: string
+  readonly logger: Logger
+  /** Pool size on PostgreSQL. */
+  readonly maxConnections?: number
+}
+
+// int8 (OID 20) as a JS number, the same as PGlite returns it; ids stay far below 2^53.
+const INT8_OID = 20
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID) return (value: string) => Number(value)
+    return pg.types.getTypeParser(oid, format as 'text')
+  },
+}
+
+export function createPostgresPool(url: string, logger: Logger, max = 10): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    // pg waits forever for a connection by default: fail fast and answer 503 instead.
+    connectionTimeoutMillis: 3000,
+    idleTimeoutMillis: 30_000,
+    // A runaway statement must not hold a connection forever.
+    statement_timeout: 10_000,
+    types,
+  } as pg.PoolConfig)
+  // Without a listener, an idle client's error (e.g. 57P01 when the server restarts) crashes the process.
+  pool.on('error', (error: Error & { code?: string }) => {
+    logger.log('warn', 'database connection lost', { code: error.code ?? null })
+  })
+  return pool
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
+  const url = options.databaseUrl
+  if (url && /^postgres(ql)?:\/\//.test(url)) {
+    const pool = createPostgresPool(url, options.logger, options.maxConnections)
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    return { db, kind: 'postgres', pool, close: () => db.destroy() }
+  }
+  const { PGlite } = await import('@electric-sql/pglite')
+  let pglite
+  if (url === 'memory://' || url === 'memory:') {
+    pglite = await PGlite.create()
+  } else {
+    mkdirSync(options.dataDir, { recursive: true })
+    pglite = await PGlite.create({ dataDir: options.dataDir })
+  }
+  return fromPglite(pglite)
+}
+
+/** Wraps an open PGlite instance (tests clone a migrated template). */
+export function fromPglite(pglite: import('@electric-sql/pglite').PGlite): DatabaseHandle {
+  const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) })
+  return { db, kind: 'pglite', pool: null, close: () => db.destroy() }
+}

@@ -1,0 +1,111 @@
+// Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
+import type { Kysely } from 'kysely'
+import type { Database } from './schema.ts'
+
+export interface NewDemoRequest {
+  email: string
+  first_name: string
+  last_name: string
+  company: string
+  linkedin: string
+  phone: string | null
+  source: string | null
+  analytics_distinct_id: string | null
+}
+
+export interface NewSubscription {
+  email: string
+  source: string | null
+  analytics_distinct_id: string | null
+  via: string
+}
+
+/** The duplicate key of a lead: the email trimmed and lower-cased. */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase()
+}
+
+/**
+ * Stores the demo request unless its email is already on the list. One atomic statement (a
+ * unique index and ON CONFLICT DO NOTHING): of N concurrent identical submissions exactly one
+ * is stored. Returns false for a duplicate.
+ */
+export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date): Promise<boolean> {
+  const row = await db
+    .insertInto('demo_requests')
+    .values({ ...lead, email_normalized: normalizeEmail(lead.email), received_at: receivedAt })
+    .onConflict((oc) => oc.column('email_normalized').doNothing())
+    .returning('id')
+    .executeTakeFirst()
+  return row !== undefined
+}
+
+/** As above, for the newsletter list (which /waitlist shares). */
+export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date): Promise<boolean> {
+  const row = await db
+    .insertInto('newsletter_subscriptions')
+    .values({ ...lead, email_normalized: normalizeEmail(lead.email), received_at: receivedAt })
+    .onConflict((oc) => oc.column('email_normalized').doNothing())
+    .returning('id')
+    .executeTakeFirst()
+  return row !== undefined
+}
+
+export type LeadList = 'demo' | 'newsletter'
+
+export interface ExportedLead {
+  list: LeadList
+  id: number
+  email: string
+  first_name: string | null
+  last_name: string | null
+  company: string | null
+  linkedin: string | null
+  phone: string | null
+  source: string | null
+  analytics_distinct_id: string | null
+  via: string | null
+  received_at: string
+}
+
+export async function countLeads(db: Kysely<Database>, list: LeadList): Promise<number> {
+  const table = list === 'demo' ? 'demo_requests' : 'newsletter_subscriptions'
+  const row = await db
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+/**
+ * Streams one list in id order, a page at a time (keyset pagination: constant memory on both
+ * drivers, no cursor package needed).
+ */
+export async function* streamLeads(db: Kysely<Database>, list: LeadList, pageSize = 1000): AsyncGenerator<ExportedLead> {
+  let after = 0
+  for (;;) {
+    const page =
+      list === 'demo'
+        ? await db.selectFrom('demo_requests').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
+        : await db.selectFrom('newsletter_subscriptions').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
+    for (const row of page) {
+      const r = row as Record<string, unknown>
+      yield {
+        list,
+        id: Number(r.id),
+        email: r.email as string,
+        first_name: (r.first_name as string | undefined) ?? null,
+        last_name: (r.last_name as string | undefined) ?? null,
+        company: (r.company as string | undefined) ?? null,
+        linkedin: (r.linkedin as string | undefined) ?? null,
+        phone: (r.phone as string | undefined) ?? null,
+        source: (r.source as string | null) ?? null,
+        analytics_distinct_id: (r.analytics_distinct_id as string | null) ?? null,
+        via: (r.via as string | undefined) ?? null,
+        received_at: new Date(r.received_at as Date).toISOString(),
+      }
+    }
+    if (page.length < pageSize) return
+    after = Number(page[page.length - 1]!.id)
+  }
+}

@@ -1,0 +1,8 @@
+// Every migration, in order. A static list (not a folder scan) so Node, Bun, Deno and bundlers
+// all see the same set. Add new files at the end; never edit a shipped one.
+import type { Migration } from 'kysely'
+import * as leads from './2026-11-22T00-leads.ts'
+
+export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+  '2026-11-22T00-leads': leads,
+})

@@ -1,0 +1,175 @@
+// Test support: a real database per test file (PGlite cloned from a migrated template, or a
+// fresh schema on the PostgreSQL of TEST_DATABASE_URL), the handler built on it, a fake clock.
+import { createHash, randomBytes } from 'node:crypto'
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { loadConfig, type Config } from '../config.ts'
+import type { Logger, LogLevel } from '../routes/deps.ts'
+import type { ConnectionInfo } from '../routes/http.ts'
+import { createHandler, type Steward } from '../server.ts'
+import { createPostgresPool, fromPglite, type DatabaseHandle } from '../storage/connect.ts'
+import { Kysely, PostgresDialect } from 'kysely'
+import { migrateToLatest } from '../storage/migrate.ts'
+import { migrations } from '../storage/migrations/index.ts'
+import type { Database } from '../storage/schema.ts'
+import { silentLogger } from '../routes/deps.ts'
+
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || null
+export const DATABASE_KIND = TEST_DATABASE_URL ? 'postgres' : 'pglite'
+
+/** A migrated PGlite data directory, dumped once per migration set and shared by all test files. */
+async function pgliteTemplate(): Promise<Blob> {
+  const key = createHash('sha256').update(Object.keys(migrations).join('\n')).digest('hex').slice(0, 16)
+  const file = join(tmpdir(), `steward-pglite-template-${key}.tar.gz`)
+  if (existsSync(file)) return new Blob([readFileSync(file)])
+  const { PGlite } = await import('@electric-sql/pglite')
+  const pglite = await PGlite.create()
+  const handle = fromPglite(pglite)
+  await migrateToLatest(handle.db)
+  const dump = await pglite.dumpDataDir('gzip')
+  await handle.close()
+  const bytes = Buffer.from(await dump.arrayBuffer())
+  // Write then rename: concurrent test files never read a half-written template.
+  const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`
+  writeFileSync(partial, bytes)
+  renameSync(partial, file)
+  return new Blob([bytes])
+}
+
+/** A fresh, migrated database for one test file (or one test), closed at teardown. */
+export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
+  if (TEST_DATABASE_URL) {
+    const schema = `t_${process.pid}_${randomBytes(4).toString('hex')}`
+    const admin = createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
+    await admin.query(`create schema ${schema}`)
+    const url = new URL(TEST_DATABASE_URL)
+    url.searchParams.set('options', `-c search_path=${schema}`)
+    const pool = createPostgresPool(url.toString(), silentLogger, 10)
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    await migrateToLatest(db)
+    let closed = false
+    const handle: DatabaseHandle = {
+      db,
+      kind: 'postgres',
+      pool,
+      async close() {
+        if (closed) return
+        closed = true
+        await db.destroy()
+        await admin.query(`drop schema ${schema} cascade`)
+        await admin.end()
+      },
+    }
+    t.teardown(() => handle.close())
+    return handle
+  }
+  const { PGlite } = await import('@electric-sql/pglite')
+  const pglite = await PGlite.create({ loadDataDir: await pgliteTemplate() })
+  const handle = fromPglite(pglite)
+  let closed = false
+  const close = handle.close
+  const once: DatabaseHandle = {
+    ...handle,
+    async close() {
+      if (closed) return
+      closed = true
+      await close()
+    },
+  }
+  t.teardown(() => once.close())
+  return once
+}
+
+export class FakeClock {
+  now: number
+  constructor(start = Date.parse('2026-11-22T12:00:00Z')) {
+    this.now = start
+  }
+  advance(ms: number): void {
+    this.now += ms
+  }
+  readonly read = (): number => this.now
+}
+
+export interface LogLine {
+  level: LogLevel
+  message: string
+  fields: Record<string, unknown>
+}
+
+export function memoryLogger(): Logger & { lines: LogLine[] } {
+  const lines: LogLine[] = []
+  return {
+    lines,
+    log(level, message, fields = {}) {
+      lines.push({ level, message, fields })
+    },
+  }
+}
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATABASE_URL: 'memory://',
+    LOG_LEVEL: 'warn',
+    LEAD_RATE_LIMIT: '100000/60',
+    API_RATE_LIMIT: '100000/60',
+    BASE_URL: 'https://api.example.com',
+    PRODUCT_API_URL: 'https://api.example.com',
+    APP_URL: 'https://app.example.com',
+    ...env,
+  })
+}
+
+export interface TestApp {
+  readonly app: Steward
+  readonly db: DatabaseHandle['db']
+  readonly database: DatabaseHandle
+  readonly clock: FakeClock
+  readonly logs: LogLine[]
+  readonly config: Config
+  /** Sends a request through the combined handler, as a client on `conn` (loopback by default). */
+  request(path: string, init?: RequestInit & { json?: unknown; conn?: ConnectionInfo }): Promise<Response>
+}
+
+/** The handler on a fresh database, a fake clock and a memory logger. */
+export async function createTestApp(
+  t: Test,
+  options: { env?: Record<string, string>; database?: DatabaseHandle; clock?: FakeClock } = {},
+): Promise<TestApp> {
+  const database = options.database ?? (await openTestDatabase(t))
+  const clock = options.clock ?? new FakeClock()
+  const logger = memoryLogger()
+  const config = testConfig(options.env)
+  const app = createHandler(config, { db: database.db, clock: clock.read, logger })
+  t.teardown(() => app.close())
+  return {
+    app,
+    db: database.db,
+    database,
+    clock,
+    logs: logger.lines,
+    config,
+    request(path, init = {}) {
+      const { json, conn, ...rest } = init
+      const headers = new Headers(rest.headers)
+      let body = rest.body
+      if (json !== undefined) {
+        body = JSON.stringify(json)
+        if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+      }
+      return app.fetch(new Request(`http://localhost${path}`, { ...rest, headers, body }), conn ?? { remoteAddress: '127.0.0.1' })
+    },
+  }
+}
+
+/** Reads a response body as JSON, failing the test with the text when it is not JSON. */
+export async function bodyOf(response: Response): Promise<unknown> {
+  const text = await response.text()
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new Error(`response body is not JSON: ${text.slice(0, 200)}`)
+  }
+}
