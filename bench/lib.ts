@@ -1,0 +1,156 @@
+// Shared by the bench scripts: start a real Steward server process on a runtime, wait until it
+// listens, stop it with SIGTERM; create and drop a throwaway PostgreSQL database.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import { dirname, join } from 'node:path'
+import pg from 'pg'
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+export const BIN = join(ROOT, 'node_modules', '.bin')
+
+export type Runtime = 'node' | 'bun' | 'deno'
+export const RUNTIMES: readonly Runtime[] = ['node', 'bun', 'deno']
+
+/** The command line that runs a TypeScript entry file on a runtime (binaries from node_modules/.bin). */
+export function runtimeCommand(runtime: Runtime, script: string, args: readonly string[] = []): [string, string[]] {
+  switch (runtime) {
+    case 'node':
+      return [process.execPath, ['--import', 'tsx', script, ...args]]
+    case 'bun':
+      return [join(BIN, 'bun'), [script, ...args]]
+    case 'deno':
+      return [join(BIN, 'deno'), ['run', '-A', script, ...args]]
+  }
+}
+
+export interface ServerProcess {
+  readonly runtime: Runtime
+  readonly url: string
+  readonly port: number
+  readonly child: ChildProcess
+  /** Everything the process wrote, for diagnosis. */
+  output(): string
+  /** SIGTERM, then the exit code (null + signal name on a forced kill after `graceMs`). */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: string | null; ms: number }>
+}
+
+/**
+ * Starts `server.ts start` on a runtime with PORT=0 and waits for its `listening` log line
+ * (LOG_LEVEL is forced to info for that line; pass LOG_LEVEL in env to override after start is
+ * detected through a probe instead).
+ */
+export async function startServer(runtime: Runtime, env: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
+  const [cmd, args] = runtimeCommand(runtime, 'server.ts', ['start'])
+  const child = spawn(cmd, args, {
+    cwd: ROOT,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env, NO_COLOR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  let keep = true
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  )
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${runtime}: no "listening" line within ${timeoutMs} ms\n${out.slice(-2000)}`)), timeoutMs)
+    const onData = (chunk: Buffer) => {
+      // Keep the start of the output (errors, the listening line), not megabytes of access log.
+      if (keep) out += chunk.toString()
+      if (out.length > 200_000) keep = false
+      const match = /"msg":"listening".*?"url":"(http[^"]+)"/.exec(out)
+      if (match) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }
+    child.stdout!.on('data', onData)
+    child.stderr!.on('data', onData)
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer)
+      reject(new Error(`${runtime}: exited before listening (code ${code}, signal ${signal})\n${out.slice(-2000)}`))
+    })
+  })
+  return {
+    runtime,
+    url,
+    port: Number(new URL(url).port),
+    child,
+    output: () => out,
+    async stop(graceMs = 15_000) {
+      const started = Date.now()
+      if (child.exitCode !== null || child.signalCode !== null) {
+        return { code: child.exitCode, signal: child.signalCode, ms: 0 }
+      }
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+      const result = await exited
+      clearTimeout(timer)
+      return { ...result, ms: Date.now() - started }
+    },
+  }
+}
+
+/** Runs a command to completion; resolves with its exit code and combined output. */
+export function run(cmd: string, args: readonly string[], env: Record<string, string> = {}, timeoutMs = 120_000): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk) => (output += chunk))
+    child.stderr.on('data', (chunk) => (output += chunk))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
+}
+
+export function tsx(script: string, args: readonly string[] = [], env: Record<string, string> = {}, timeoutMs?: number) {
+  return run(process.execPath, ['--import', 'tsx', script, ...args], env, timeoutMs)
+}
+
+export const hasSeed = (): boolean => existsSync(join(ROOT, 'fixtures', 'seed.ts'))
+
+/** A fresh database on the PostgreSQL server of `adminUrl`; `drop()` removes it (forcing out sessions). */
+export async function createScratchDatabase(adminUrl: string, prefix = 'steward_rt'): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    name,
+    async drop() {
+      const client = new pg.Client({ connectionString: adminUrl })
+      await client.connect()
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } finally {
+        await client.end()
+      }
+    },
+  }
+}
+
+/** Can we reach this PostgreSQL URL within a second or two? */
+export async function reachable(url: string | undefined | null): Promise<boolean> {
+  if (!url) return false
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 })
+  try {
+    await client.connect()
+    await client.query('select 1')
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => {})
+  }
+}

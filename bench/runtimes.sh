@@ -1,0 +1,6 @@
+#!/bin/sh
+# Node, Bun and Deno × PGlite (and PostgreSQL when TEST_DATABASE_URL is set): start the server,
+# replay every contract fixture, SIGTERM, exit 0. Prints "N passed, N failed"; non-zero on failure.
+set -e
+cd "$(dirname "$0")/.."
+exec node --import tsx bench/runtimes.ts "$@"

@@ -1,0 +1,87 @@
+// The runtime matrix for CI: every runtime (Node, Bun, Deno) × every database (embedded PGlite;
+// PostgreSQL when TEST_DATABASE_URL is set) — seed, start the real server, replay every contract
+// fixture against it over HTTP, stop it with SIGTERM and require exit code 0.
+//
+//   node --import tsx bench/runtimes.ts [--runtimes node,bun,deno] [--databases pglite,postgres]
+//   bench/runtimes.sh                         (the same, for .ci/run)
+//
+// One line per combination, then "N passed, N failed"; exit 1 on any failure. About 1–2 minutes.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createScratchDatabase, hasSeed, reachable, RUNTIMES, startServer, tsx, type Runtime } from './lib.ts'
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : undefined
+}
+
+const runtimes = (flag('runtimes')?.split(',') ?? RUNTIMES) as Runtime[]
+const pgUrl = process.env.TEST_DATABASE_URL || ''
+const wanted = flag('databases')?.split(',') ?? ['pglite', 'postgres']
+const databases: Array<'pglite' | 'postgres'> = []
+if (wanted.includes('pglite')) databases.push('pglite')
+if (wanted.includes('postgres')) {
+  if (!pgUrl) console.log('# PostgreSQL skipped: TEST_DATABASE_URL is not set')
+  else if (!(await reachable(pgUrl))) {
+    console.log(`not ok - postgres: TEST_DATABASE_URL is set but unreachable`)
+    process.exitCode = 1
+  } else databases.push('postgres')
+}
+
+const LIMITS = { LEAD_RATE_LIMIT: '1000000/60', API_RATE_LIMIT: '1000000/60', LOGIN_RATE_LIMIT: '1000000/60' }
+let passed = 0
+let failed = 0
+
+async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): Promise<string | null> {
+  const work = mkdtempSync(join(tmpdir(), `steward-rt-${runtime}-`))
+  const scratch = database === 'postgres' ? await createScratchDatabase(pgUrl) : null
+  const env: Record<string, string> = scratch
+    ? { DATABASE_URL: scratch.url, DATA_DIR: join(work, 'data') }
+    : { DATABASE_URL: '', DATA_DIR: join(work, 'data') }
+  const started = Date.now()
+  let server: Awaited<ReturnType<typeof startServer>> | null = null
+  try {
+    const replayArgs: string[] = []
+    if (hasSeed()) {
+      // PGlite allows one process per data dir: migrate and seed before the server opens it.
+      const migrated = await tsx('server.ts', ['migrate'], env)
+      if (migrated.code !== 0) return `migrate failed: ${migrated.output.slice(-500)}`
+      const vars = join(work, 'vars.json')
+      const seeded = await tsx('fixtures/seed.ts', ['--out', vars], env)
+      if (seeded.code !== 0) return `seed failed: ${seeded.output.slice(-500)}`
+      replayArgs.push('--vars', vars)
+    }
+    server = await startServer(runtime, { ...env, ...LIMITS })
+    const replay = await tsx('fixtures/replay.ts', ['--url', server.url, ...replayArgs], {}, 180_000)
+    const summary = /(\d+) passed, (\d+) failed/.exec(replay.output)
+    const stopped = await server.stop()
+    const ms = Date.now() - started
+    const problems: string[] = []
+    if (replay.code !== 0 || !summary) problems.push(`replay: ${replay.output.trim().split('\n').slice(-8).join(' | ')}`)
+    if (stopped.code !== 0) problems.push(`SIGTERM exit: code ${stopped.code}, signal ${stopped.signal} after ${stopped.ms} ms\n${server.output().slice(-800)}`)
+    if (problems.length > 0) return problems.join('; ')
+    console.log(`ok - ${runtime} + ${database}: fixtures ${summary![1]} passed, ${summary![2]} failed; SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)
+    return null
+  } catch (error) {
+    return (error as Error).message
+  } finally {
+    if (server) await server.stop(3000).catch(() => {})
+    await scratch?.drop().catch((e: Error) => console.log(`# could not drop ${scratch.name}: ${e.message}`))
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+for (const database of databases) {
+  for (const runtime of runtimes) {
+    const problem = await combination(runtime, database)
+    if (problem === null) passed++
+    else {
+      failed++
+      console.log(`not ok - ${runtime} + ${database}: ${problem}`)
+    }
+  }
+}
+if (!hasSeed()) console.log('# fixtures/seed.ts not present yet: replayed without seeded organizations and keys')
+console.log(`${passed} passed, ${failed} failed`)
+if (failed > 0) process.exitCode = 1
