@@ -30,7 +30,104 @@ export interface NewsletterSubscriptionTable {
   received_at: Timestamp
 }
 
+export type Role = 'owner' | 'admin' | 'manager' | 'member' | 'viewer'
+
+export interface OrganizationTable {
+  id: string
+  name: string
+  created_at: Timestamp
+}
+
+export interface UserTable {
+  id: string
+  email: string
+  /** Trimmed and lower-cased: the sign-in key (unique). */
+  email_normalized: string
+  /** scrypt$… (see storage/passwords.ts). */
+  password_hash: string
+  created_at: Timestamp
+}
+
+export interface MembershipTable {
+  user_id: string
+  organization_id: string
+  role: Role
+  created_at: Timestamp
+}
+
+export interface ApiKeyTable {
+  id: string
+  organization_id: string
+  name: string
+  role: Role
+  /** SHA-256 of the whole secret, lower-case hex (unique). The secret itself is never stored. */
+  secret_hash: string
+  /** The first characters of the secret, shown in listings to recognise a key. */
+  display_prefix: string
+  created_by_user_id: string | null
+  created_by_key_id: string | null
+  created_at: Timestamp
+  expires_at: Timestamp | null
+  revoked_at: Timestamp | null
+  last_used_at: Timestamp | null
+  replaced_by: string | null
+}
+
+export interface TokenFamilyTable {
+  id: string
+  organization_id: string
+  user_id: string | null
+  api_key_id: string | null
+  role: Role
+  created_at: Timestamp
+  revoked_at: Timestamp | null
+}
+
+export interface AccessTokenTable {
+  token_hash: string
+  family_id: string
+  created_at: Timestamp
+  expires_at: Timestamp
+}
+
+export interface RefreshTokenTable {
+  token_hash: string
+  family_id: string
+  created_at: Timestamp
+  expires_at: Timestamp
+  spent_at: Timestamp | null
+}
+
+type Json = ColumnType<unknown, string, string>
+
+export interface PolicyTable {
+  policy_id: string
+  organization_id: string
+  name: string
+  description: string
+  effect: 'allow' | 'deny' | 'require_approval'
+  /** JSON arrays of strings, written as JSON text. */
+  agents: Json
+  actions: Json
+  resources: Json
+  conditions: ColumnType<unknown, string | null, string | null>
+  mode: 'enforce' | 'monitor'
+  enabled: boolean
+  version: number
+  created_at: Timestamp
+  updated_at: Timestamp
+  created_by: string
+}
+
 export interface Database {
   demo_requests: DemoRequestTable
   newsletter_subscriptions: NewsletterSubscriptionTable
+  organizations: OrganizationTable
+  users: UserTable
+  memberships: MembershipTable
+  api_keys: ApiKeyTable
+  token_families: TokenFamilyTable
+  access_tokens: AccessTokenTable
+  refresh_tokens: RefreshTokenTable
+  policies: PolicyTable
 }

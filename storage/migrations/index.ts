@@ -2,7 +2,9 @@
 // all see the same set. Add new files at the end; never edit a shipped one.
 import type { Migration } from 'kysely'
 import * as leads from './2026-11-22T00-leads.ts'
+import * as product from './2026-11-22T01-product.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
+  '2026-11-22T01-product': product,
 })
