@@ -53,6 +53,8 @@ export interface Config {
   readonly loginRateLimit: RateLimitRule
   readonly accessTokenTtlSeconds: number
   readonly refreshTokenTtlSeconds: number
+  /** log2 of the scrypt cost N for passwords (OWASP: 17). Lower only for tests. */
+  readonly passwordHashCost: number
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
   readonly lifecycle: Lifecycle
   readonly contactEmail: string
@@ -230,6 +232,7 @@ export function loadConfig(env: Env = {}): Config {
     loginRateLimit: rateLimit(env, 'LOGIN_RATE_LIMIT', { limit: 10, windowSeconds: 300 }),
     accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 900, 60, 86_400),
     refreshTokenTtlSeconds: integer(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
+    passwordHashCost: integer(env, 'PASSWORD_HASH_COST', 17, 10, 20),
     logLevel,
     lifecycle: readLifecycle(env, appUrl),
     contactEmail: env.CONTACT_EMAIL || 'security@example.com',

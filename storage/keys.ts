@@ -1,0 +1,216 @@
+// Organization-owned API keys. The secret is shown once, at creation; only its SHA-256 and a
+// display prefix are kept. Knows nothing of HTTP.
+import type { Kysely } from 'kysely'
+import type { Database, Role } from './schema.ts'
+import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
+
+/** What listings show of a key: never its hash. */
+export interface ApiKeyRecord {
+  key_id: string
+  organization_id: string
+  name: string
+  role: Role
+  prefix: string
+  /** "user:<uuid>", "key:<uuid>", or "operator" (the command line). */
+  created_by: string
+  created_at: Date
+  expires_at: Date | null
+  revoked_at: Date | null
+  last_used_at: Date | null
+  replaced_by: string | null
+}
+
+export interface NewApiKey {
+  organizationId: string
+  name: string
+  role: Role
+  createdByUserId: string | null
+  createdByKeyId: string | null
+  expiresAt: Date | null
+}
+
+/** A key that currently authenticates. */
+export interface ActiveKey {
+  id: string
+  organization_id: string
+  role: Role
+  secret_hash: string
+  expires_at: Date | null
+}
+
+const COLUMNS = [
+  'id',
+  'organization_id',
+  'name',
+  'role',
+  'display_prefix',
+  'created_by_user_id',
+  'created_by_key_id',
+  'created_at',
+  'expires_at',
+  'revoked_at',
+  'last_used_at',
+  'replaced_by',
+] as const
+
+interface KeyRow {
+  id: string
+  organization_id: string
+  name: string
+  role: Role
+  display_prefix: string
+  created_by_user_id: string | null
+  created_by_key_id: string | null
+  created_at: Date
+  expires_at: Date | null
+  revoked_at: Date | null
+  last_used_at: Date | null
+  replaced_by: string | null
+}
+
+function toRecord(row: KeyRow): ApiKeyRecord {
+  return {
+    key_id: row.id,
+    organization_id: row.organization_id,
+    name: row.name,
+    role: row.role,
+    prefix: row.display_prefix,
+    created_by: row.created_by_user_id ? `user:${row.created_by_user_id}` : row.created_by_key_id ? `key:${row.created_by_key_id}` : 'operator',
+    created_at: new Date(row.created_at),
+    expires_at: row.expires_at ? new Date(row.expires_at) : null,
+    revoked_at: row.revoked_at ? new Date(row.revoked_at) : null,
+    last_used_at: row.last_used_at ? new Date(row.last_used_at) : null,
+    replaced_by: row.replaced_by,
+  }
+}
+
+export async function createApiKey(db: Kysely<Database>, input: NewApiKey, now: Date): Promise<{ key: ApiKeyRecord; secret: string }> {
+  const secret = generateSecret('key')
+  const row = await db
+    .insertInto('api_keys')
+    .values({
+      id: crypto.randomUUID(),
+      organization_id: input.organizationId,
+      name: input.name,
+      role: input.role,
+      secret_hash: hashSecret(secret),
+      display_prefix: displayPrefix(secret),
+      created_by_user_id: input.createdByUserId,
+      created_by_key_id: input.createdByKeyId,
+      created_at: now,
+      expires_at: input.expiresAt,
+    })
+    .returning(COLUMNS)
+    .executeTakeFirstOrThrow()
+  return { key: toRecord(row as KeyRow), secret }
+}
+
+export async function listApiKeys(db: Kysely<Database>, organizationId: string, limit = 1000): Promise<ApiKeyRecord[]> {
+  const rows = await db
+    .selectFrom('api_keys')
+    .select(COLUMNS)
+    .where('organization_id', '=', organizationId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+  return rows.map((row) => toRecord(row as KeyRow))
+}
+
+/** The key, only when it belongs to this organization. */
+export async function findApiKey(db: Kysely<Database>, organizationId: string, keyId: string): Promise<ApiKeyRecord | null> {
+  const row = await db
+    .selectFrom('api_keys')
+    .select(COLUMNS)
+    .where('organization_id', '=', organizationId)
+    .where('id', '=', keyId)
+    .executeTakeFirst()
+  return row ? toRecord(row as KeyRow) : null
+}
+
+/** Finds the key by any id, whatever its organization (operator commands only). */
+export async function findApiKeyById(db: Kysely<Database>, keyId: string): Promise<ApiKeyRecord | null> {
+  const row = await db.selectFrom('api_keys').select(COLUMNS).where('id', '=', keyId).executeTakeFirst()
+  return row ? toRecord(row as KeyRow) : null
+}
+
+export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: string, now: Date): Promise<ActiveKey | null> {
+  const row = await db
+    .selectFrom('api_keys')
+    .select(['id', 'organization_id', 'role', 'secret_hash', 'expires_at'])
+    .where('secret_hash', '=', secretHash)
+    .where('revoked_at', 'is', null)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+    .executeTakeFirst()
+  return row ? { ...row, expires_at: row.expires_at ? new Date(row.expires_at) : null } : null
+}
+
+/** Revokes the key now. Returns false when it was not found in the organization or already revoked. */
+export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('api_keys')
+    .set({ revoked_at: now })
+    .where('organization_id', '=', organizationId)
+    .where('id', '=', keyId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows) > 0
+}
+
+/**
+ * Issues a successor with the same organization, name and role. The old key stops now, or keeps
+ * working until `oldKeyUntil` (Stripe's "roll" with an overlap). Null when the key is not an
+ * active key of the organization.
+ */
+export async function rotateApiKey(
+  db: Kysely<Database>,
+  organizationId: string,
+  keyId: string,
+  creator: { userId: string | null; keyId: string | null },
+  oldKeyUntil: Date | null,
+  now: Date,
+): Promise<{ key: ApiKeyRecord; secret: string } | null> {
+  return db.transaction().execute(async (trx) => {
+    const old = await trx
+      .selectFrom('api_keys')
+      .select(['id', 'name', 'role', 'expires_at'])
+      .where('organization_id', '=', organizationId)
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .forUpdate()
+      .executeTakeFirst()
+    if (!old) return null
+    const created = await createApiKey(
+      trx,
+      {
+        organizationId,
+        name: old.name,
+        role: old.role,
+        createdByUserId: creator.userId,
+        createdByKeyId: creator.keyId,
+        expiresAt: old.expires_at ? new Date(old.expires_at) : null,
+      },
+      now,
+    )
+    const oldExpiry = old.expires_at ? new Date(old.expires_at) : null
+    const until = oldKeyUntil && (!oldExpiry || oldKeyUntil < oldExpiry) ? oldKeyUntil : oldExpiry
+    await trx
+      .updateTable('api_keys')
+      .set(oldKeyUntil ? { replaced_by: created.key.key_id, expires_at: until } : { replaced_by: created.key.key_id, revoked_at: now })
+      .where('id', '=', keyId)
+      .execute()
+    return created
+  })
+}
+
+/** Writes last-use times gathered in memory: one statement per key per flush, not per request. */
+export async function recordKeyUses(db: Kysely<Database>, uses: ReadonlyMap<string, number>): Promise<void> {
+  for (const [keyId, at] of uses) {
+    await db
+      .updateTable('api_keys')
+      .set({ last_used_at: new Date(at) })
+      .where('id', '=', keyId)
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(at))]))
+      .execute()
+  }
+}

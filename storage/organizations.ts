@@ -1,0 +1,20 @@
+// Organizations: the tenant every product row belongs to. Knows nothing of HTTP.
+import type { Kysely } from 'kysely'
+import type { Database } from './schema.ts'
+
+export interface Organization {
+  id: string
+  name: string
+  created_at: Date
+}
+
+export async function createOrganization(db: Kysely<Database>, name: string, now: Date): Promise<Organization> {
+  const org = { id: crypto.randomUUID(), name, created_at: now }
+  await db.insertInto('organizations').values(org).execute()
+  return org
+}
+
+export async function findOrganization(db: Kysely<Database>, id: string): Promise<Organization | null> {
+  const row = await db.selectFrom('organizations').selectAll().where('id', '=', id).executeTakeFirst()
+  return row ?? null
+}

@@ -1,0 +1,188 @@
+// Sessions: token families, access tokens and rotating refresh tokens, stored only as SHA-256.
+// All times come from the caller's clock, never SQL now(), so tests can move time. Knows
+// nothing of HTTP.
+import type { Kysely } from 'kysely'
+import type { Database, Role } from './schema.ts'
+import { generateSecret, hashSecret } from './secrets.ts'
+
+export interface FamilyOwner {
+  organizationId: string
+  /** A user session … */
+  userId: string | null
+  /** … or a token acting as an API key. */
+  apiKeyId: string | null
+  role: Role
+}
+
+/** Who an access token acts for, as of now. */
+export interface TokenPrincipal {
+  family_id: string
+  organization_id: string
+  user_id: string | null
+  api_key_id: string | null
+  role: Role
+  token_hash: string
+  /** The earliest of the token's and its key's expiry, in ms. */
+  expires_at: number
+}
+
+export interface IssuedTokens {
+  familyId: string
+  accessToken: string
+  accessExpiresAt: Date
+  refreshToken: string | null
+}
+
+export async function startSession(
+  db: Kysely<Database>,
+  owner: FamilyOwner,
+  lifetimes: { accessSeconds: number; refreshSeconds: number | null },
+  now: Date,
+): Promise<IssuedTokens> {
+  return db.transaction().execute(async (trx) => {
+    const familyId = crypto.randomUUID()
+    await trx
+      .insertInto('token_families')
+      .values({ id: familyId, organization_id: owner.organizationId, user_id: owner.userId, api_key_id: owner.apiKeyId, role: owner.role, created_at: now })
+      .execute()
+    return issuePair(trx, familyId, lifetimes, now)
+  })
+}
+
+async function issuePair(
+  db: Kysely<Database>,
+  familyId: string,
+  lifetimes: { accessSeconds: number; refreshSeconds: number | null },
+  now: Date,
+): Promise<IssuedTokens> {
+  const accessToken = generateSecret('at')
+  const accessExpiresAt = new Date(now.getTime() + lifetimes.accessSeconds * 1000)
+  await db
+    .insertInto('access_tokens')
+    .values({ token_hash: hashSecret(accessToken), family_id: familyId, created_at: now, expires_at: accessExpiresAt })
+    .execute()
+  let refreshToken: string | null = null
+  if (lifetimes.refreshSeconds !== null) {
+    refreshToken = generateSecret('rt')
+    await db
+      .insertInto('refresh_tokens')
+      .values({
+        token_hash: hashSecret(refreshToken),
+        family_id: familyId,
+        created_at: now,
+        expires_at: new Date(now.getTime() + lifetimes.refreshSeconds * 1000),
+      })
+      .execute()
+  }
+  return { familyId, accessToken, accessExpiresAt, refreshToken }
+}
+
+/**
+ * The principal of a live access token: its family not revoked, its key (if any) neither revoked
+ * nor expired, its user (if any) still a member. A user session takes the member's current role.
+ */
+export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash: string, now: Date): Promise<TokenPrincipal | null> {
+  const row = await db
+    .selectFrom('access_tokens as a')
+    .innerJoin('token_families as f', 'f.id', 'a.family_id')
+    .leftJoin('api_keys as k', 'k.id', 'f.api_key_id')
+    .leftJoin('memberships as m', (join) => join.onRef('m.user_id', '=', 'f.user_id').onRef('m.organization_id', '=', 'f.organization_id'))
+    .select(['a.token_hash', 'a.expires_at', 'f.id as family_id', 'f.organization_id', 'f.user_id', 'f.api_key_id', 'f.role', 'k.expires_at as key_expires_at', 'm.role as member_role'])
+    .where('a.token_hash', '=', tokenHash)
+    .where('a.expires_at', '>', now)
+    .where('f.revoked_at', 'is', null)
+    .where((eb) =>
+      eb.or([
+        eb('f.api_key_id', 'is', null),
+        eb.and([eb('k.revoked_at', 'is', null), eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', now)])]),
+      ]),
+    )
+    .where((eb) => eb.or([eb('f.user_id', 'is', null), eb('m.role', 'is not', null)]))
+    .executeTakeFirst()
+  if (!row) return null
+  const tokenExpiry = new Date(row.expires_at).getTime()
+  const keyExpiry = row.key_expires_at ? new Date(row.key_expires_at).getTime() : Infinity
+  return {
+    family_id: row.family_id,
+    organization_id: row.organization_id,
+    user_id: row.user_id,
+    api_key_id: row.api_key_id,
+    role: (row.user_id ? row.member_role : row.role) as Role,
+    token_hash: row.token_hash,
+    expires_at: Math.min(tokenExpiry, keyExpiry),
+  }
+}
+
+export type RefreshOutcome =
+  | { outcome: 'rotated'; tokens: IssuedTokens; organizationId: string; role: Role; userId: string | null; apiKeyId: string | null }
+  /** A spent token came back: its family is now revoked (RFC 9700 §4.14.2). */
+  | { outcome: 'reused'; familyId: string }
+  | { outcome: 'invalid' }
+
+/**
+ * Spends the refresh token and issues the next pair in its family, in one transaction. The
+ * conditional UPDATE lets exactly one of several concurrent uses win; the others find it spent
+ * and revoke the family, so at most one live family survives a race.
+ */
+export async function rotateRefreshToken(
+  db: Kysely<Database>,
+  tokenHash: string,
+  lifetimes: { accessSeconds: number; refreshSeconds: number },
+  now: Date,
+): Promise<RefreshOutcome> {
+  const result = await db.transaction().execute(async (trx): Promise<RefreshOutcome> => {
+    const spent = await trx
+      .updateTable('refresh_tokens')
+      .set({ spent_at: now })
+      .where('token_hash', '=', tokenHash)
+      .where('spent_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returning(['family_id', 'expires_at'])
+      .executeTakeFirst()
+    if (!spent) {
+      const known = await trx
+        .selectFrom('refresh_tokens')
+        .select(['family_id', 'spent_at'])
+        .where('token_hash', '=', tokenHash)
+        .executeTakeFirst()
+      if (known?.spent_at) {
+        await revokeFamily(trx, known.family_id, now)
+        return { outcome: 'reused', familyId: known.family_id }
+      }
+      return { outcome: 'invalid' }
+    }
+    const family = await trx
+      .selectFrom('token_families as f')
+      .leftJoin('api_keys as k', 'k.id', 'f.api_key_id')
+      .leftJoin('memberships as m', (join) => join.onRef('m.user_id', '=', 'f.user_id').onRef('m.organization_id', '=', 'f.organization_id'))
+      .select(['f.id', 'f.organization_id', 'f.user_id', 'f.api_key_id', 'f.role', 'f.revoked_at', 'k.revoked_at as key_revoked_at', 'k.expires_at as key_expires_at', 'm.role as member_role'])
+      .where('f.id', '=', spent.family_id)
+      .executeTakeFirstOrThrow()
+    const keyDead = family.api_key_id !== null && (family.key_revoked_at !== null || (family.key_expires_at !== null && new Date(family.key_expires_at) <= now))
+    const memberGone = family.user_id !== null && family.member_role === null
+    if (family.revoked_at !== null || keyDead || memberGone) return { outcome: 'invalid' }
+    // The family keeps its absolute end: rotation never extends a session past the first expiry.
+    const remaining = Math.floor((new Date(spent.expires_at).getTime() - now.getTime()) / 1000)
+    const tokens = await issuePair(trx, family.id, { accessSeconds: lifetimes.accessSeconds, refreshSeconds: Math.max(1, Math.min(remaining, lifetimes.refreshSeconds)) }, now)
+    return {
+      outcome: 'rotated',
+      tokens,
+      organizationId: family.organization_id,
+      role: (family.user_id ? family.member_role : family.role) as Role,
+      userId: family.user_id,
+      apiKeyId: family.api_key_id,
+    }
+  })
+  return result
+}
+
+export async function revokeFamily(db: Kysely<Database>, familyId: string, now: Date): Promise<void> {
+  await db.updateTable('token_families').set({ revoked_at: now }).where('id', '=', familyId).where('revoked_at', 'is', null).execute()
+}
+
+/** Deletes tokens that expired before `before` (housekeeping; expired ones never authenticate anyway). */
+export async function deleteExpiredTokens(db: Kysely<Database>, before: Date): Promise<number> {
+  const a = await db.deleteFrom('access_tokens').where('expires_at', '<', before).executeTakeFirst()
+  const r = await db.deleteFrom('refresh_tokens').where('expires_at', '<', before).executeTakeFirst()
+  return Number(a.numDeletedRows) + Number(r.numDeletedRows)
+}

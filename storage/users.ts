@@ -1,0 +1,67 @@
+// Users and their memberships (user, organization, role). Knows nothing of HTTP.
+import type { Kysely } from 'kysely'
+import type { Database, Role } from './schema.ts'
+
+export interface User {
+  id: string
+  email: string
+  password_hash: string
+}
+
+export interface Membership {
+  organization_id: string
+  role: Role
+}
+
+/** Sign-in key: the email trimmed and lower-cased. */
+export function normalizeUserEmail(email: string): string {
+  return email.trim().toLowerCase()
+}
+
+/** Creates the user, or returns the existing one with that email (its password unchanged). */
+export async function createUserUnlessExists(
+  db: Kysely<Database>,
+  email: string,
+  passwordHash: string,
+  now: Date,
+): Promise<{ user: User; created: boolean }> {
+  const inserted = await db
+    .insertInto('users')
+    .values({ id: crypto.randomUUID(), email: email.trim(), email_normalized: normalizeUserEmail(email), password_hash: passwordHash, created_at: now })
+    .onConflict((oc) => oc.column('email_normalized').doNothing())
+    .returning(['id', 'email', 'password_hash'])
+    .executeTakeFirst()
+  if (inserted) return { user: inserted, created: true }
+  const existing = await findUserByEmail(db, email)
+  if (!existing) throw new Error('user vanished between insert and select')
+  return { user: existing, created: false }
+}
+
+export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<User | null> {
+  const row = await db
+    .selectFrom('users')
+    .select(['id', 'email', 'password_hash'])
+    .where('email_normalized', '=', normalizeUserEmail(email))
+    .executeTakeFirst()
+  return row ?? null
+}
+
+
+/** Adds the membership, or changes its role when it exists. */
+export async function setMembership(db: Kysely<Database>, userId: string, organizationId: string, role: Role, now: Date): Promise<void> {
+  await db
+    .insertInto('memberships')
+    .values({ user_id: userId, organization_id: organizationId, role, created_at: now })
+    .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doUpdateSet({ role }))
+    .execute()
+}
+
+export async function listMembershipsOfUser(db: Kysely<Database>, userId: string): Promise<Membership[]> {
+  return db
+    .selectFrom('memberships')
+    .select(['organization_id', 'role'])
+    .where('user_id', '=', userId)
+    .orderBy('created_at')
+    .orderBy('organization_id')
+    .execute()
+}
