@@ -33,7 +33,8 @@ export interface Steward extends FetchHandler {
 export function createHandler(config: Config, deps: Deps): Steward {
   const leads = createLeadSurface(config)
   const product = createProductSurface(config, deps)
-  const discovery = createDiscoverySurface(config)
+  // Discovery describes the other surfaces: its documents are built once from their routes.
+  const discovery = createDiscoverySurface(config, [leads, product])
   const all: Surface[] = [discovery, product, leads]
   const combined = createFetch(all, { config, deps, fallback: leads })
   return {

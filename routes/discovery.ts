@@ -1,7 +1,171 @@
-// The discovery surface (SPEC.md §5.6). Placeholder until issue 4 lands.
+// The discovery surface (SPEC.md §5.6, STANDARDS.md): every document is built once, when the
+// surface is created, from the configured public URLs and the other surfaces' routes, and served
+// as static bytes with a strong ETag. Public, cacheable, readable from any origin, never redirected.
+import { sha256 } from '@oslojs/crypto/sha2'
+import { encodeBase64urlNoPadding } from '@oslojs/encoding'
+import type { IRequest } from 'itty-router'
 import type { Config } from '../config.ts'
-import type { Surface } from './surface.ts'
+import { buildAgentsJson } from '../wellknown/agents.ts'
+import { buildAiPlugin } from '../wellknown/ai-plugin.ts'
+import { API_CATALOG_CONTENT_TYPE, API_CATALOG_PATH, apiCatalogLinkHeader, buildApiCatalog } from '../wellknown/api-catalog.ts'
+import { buildLlmsTxt } from '../wellknown/llms.ts'
+import { LOGO_SVG } from '../wellknown/logo.ts'
+import { buildAuthorizationServerMetadata } from '../wellknown/oauth-authorization-server.ts'
+import { buildProtectedResourceMetadata, protectedResourceSuffixes } from '../wellknown/oauth-protected-resource.ts'
+import { API_VERSION, buildOpenApi } from '../wellknown/openapi.ts'
+import { HttpError } from './http.ts'
+import type { OperationDoc, ResponseDoc, Route, Surface } from './surface.ts'
 
-export function createDiscoverySurface(_config: Config): Surface {
-  return { name: 'discovery', routes: [], errorBody: (_status, error) => ({ error: error.message }) }
+const JSON_TYPE = 'application/json; charset=utf-8'
+const CACHE_CONTROL = 'public, max-age=3600'
+
+export interface StaticDocument {
+  readonly body: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly etag: string
+}
+
+export function staticDocument(body: string, contentType: string, extra: Record<string, string> = {}): StaticDocument {
+  // A strong validator over the exact bytes (RFC 9110 §8.8.3).
+  const etag = `"${encodeBase64urlNoPadding(sha256(new TextEncoder().encode(body)))}"`
+  return Object.freeze({
+    body,
+    etag,
+    headers: Object.freeze({
+      'Content-Type': contentType,
+      ETag: etag,
+      'Cache-Control': CACHE_CONTROL,
+      // Public metadata: any web client may read it (no credentials are involved).
+      'Access-Control-Allow-Origin': '*',
+      'Access-Control-Expose-Headers': 'ETag, Link, Deprecation, Sunset',
+      ...extra,
+    }),
+  })
+}
+
+function jsonDocument(value: unknown, extra: Record<string, string> = {}, contentType = JSON_TYPE): StaticDocument {
+  return staticDocument(JSON.stringify(value, null, 2) + '\n', contentType, extra)
+}
+
+/** RFC 9110 §13.1.2: If-None-Match matches "*" or any listed tag by weak comparison. */
+function notModified(request: Request, etag: string): boolean {
+  const header = request.headers.get('if-none-match')
+  if (header === null) return false
+  if (header.trim() === '*') return true
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag)
+}
+
+export function serveDocument(document: StaticDocument, request: Request): Response {
+  if (notModified(request, document.etag)) {
+    const { 'Content-Type': _type, ...headers } = document.headers
+    return new Response(null, { status: 304, headers })
+  }
+  return new Response(document.body, { status: 200, headers: document.headers })
+}
+
+const NOT_MODIFIED: ResponseDoc = { description: 'Not modified: If-None-Match matched the current ETag.' }
+
+function documentDoc(operationId: string, summary: string, mediaType: string, extra: Partial<OperationDoc> = {}): OperationDoc {
+  return {
+    operationId,
+    summary,
+    tags: ['Discovery'],
+    scopes: null,
+    responses: {
+      200: { description: summary, mediaType, headers: { ETag: 'Strong validator of the document.', 'Cache-Control': 'public, max-age=3600' } },
+      304: NOT_MODIFIED,
+    },
+    ...extra,
+  }
+}
+
+/** Paths of the other surfaces' routes that require a bearer token. */
+function protectedPaths(surfaces: readonly Surface[]): string[] {
+  return surfaces.flatMap((surface) => surface.routes.filter((route) => route.doc && route.doc.scopes !== null).map((route) => route.path))
+}
+
+/**
+ * @param others the surfaces whose routes the OpenAPI document, agents.json and llms.txt
+ *   describe (the discovery surface adds its own routes).
+ */
+export function createDiscoverySurface(config: Config, others: readonly Surface[] = []): Surface {
+  const documents = new Map<string, StaticDocument>()
+  const serve = (key: string) => (request: IRequest) => serveDocument(documents.get(key)!, request as unknown as Request)
+  const suffixes = new Map<string, StaticDocument>()
+
+  const routes: Route[] = [
+    {
+      method: 'GET',
+      path: '/.well-known/oauth-protected-resource',
+      handler: serve('prm'),
+      doc: documentDoc('getProtectedResourceMetadata', 'OAuth protected resource metadata of the product API (RFC 9728)', 'application/json'),
+    },
+    {
+      method: 'GET',
+      path: '/.well-known/oauth-protected-resource/:resource_path+',
+      handler: (request: IRequest) => {
+        const document = suffixes.get(request.params.resource_path ?? '')
+        // RFC 9728 §3.1: never a mismatching `resource`; 404 sends the client to the root document.
+        if (!document) throw new HttpError(404, 'No protected resource at this path; use /.well-known/oauth-protected-resource')
+        return serveDocument(document, request as unknown as Request)
+      },
+      doc: documentDoc('getProtectedResourceMetadataForPath', 'OAuth protected resource metadata of one protected URL of the product API (RFC 9728 §3.1)', 'application/json', {
+        description: 'Answers for the product API base path and each protected path without parameters, with `resource` equal to that URL; 404 for anything else.',
+        responses: {
+          200: { description: 'Metadata whose resource is <PRODUCT_API_URL>/<resource_path>.', mediaType: 'application/json' },
+          304: NOT_MODIFIED,
+          404: { description: 'Not a protected resource of this server; use the root document.', mediaType: 'application/json' },
+        },
+      }),
+    },
+    {
+      method: 'GET',
+      path: '/.well-known/oauth-authorization-server',
+      handler: serve('as'),
+      doc: documentDoc('getAuthorizationServerMetadata', 'OAuth authorization server metadata (RFC 8414)', 'application/json'),
+    },
+    {
+      method: 'GET',
+      path: API_CATALOG_PATH,
+      handler: serve('catalog'),
+      doc: documentDoc('getApiCatalog', 'API catalog (RFC 9727)', 'application/linkset+json', {
+        description: 'Also answers HEAD with the same headers, including Link rel="api-catalog".',
+      }),
+    },
+    { method: 'GET', path: '/openapi.json', handler: serve('openapi'), doc: documentDoc('getOpenApi', 'OpenAPI 3.1 description of every operation', 'application/json') },
+    {
+      method: 'GET',
+      path: '/.well-known/openapi.json',
+      handler: serve('openapi'),
+      doc: documentDoc('getWellKnownOpenApi', 'OpenAPI 3.1 description (well-known location)', 'application/json'),
+    },
+    { method: 'GET', path: '/.well-known/ai-plugin.json', handler: serve('ai-plugin'), doc: documentDoc('getAiPluginManifest', 'AI plugin manifest (v1)', 'application/json') },
+    { method: 'GET', path: '/agents.json', handler: serve('agents'), doc: documentDoc('getAgentsJson', 'agents.json flows over the OpenAPI operations', 'application/json') },
+    {
+      method: 'GET',
+      path: '/.well-known/agents.json',
+      handler: serve('agents'),
+      doc: documentDoc('getWellKnownAgentsJson', 'agents.json (well-known location)', 'application/json'),
+    },
+    { method: 'GET', path: '/llms.txt', handler: serve('llms'), doc: documentDoc('getLlmsTxt', 'llms.txt overview for language models', 'text/plain') },
+    { method: 'GET', path: '/logo.svg', handler: serve('logo'), doc: documentDoc('getLogo', 'Logo referenced by the plugin manifest', 'image/svg+xml') },
+  ]
+
+  const surface: Surface = { name: 'discovery', routes, errorBody: (_status, error) => ({ error: error.message }) }
+
+  const prm = buildProtectedResourceMetadata(config)
+  documents.set('prm', jsonDocument(prm))
+  for (const [suffix, resource] of protectedResourceSuffixes(config, protectedPaths(others))) {
+    suffixes.set(suffix, jsonDocument(buildProtectedResourceMetadata(config, resource)))
+  }
+  const revocation = others.some((s) => s.name === 'product' && s.routes.some((r) => r.method === 'POST' && r.path === '/auth/revoke'))
+  documents.set('as', jsonDocument(buildAuthorizationServerMetadata(config, revocation ? { revocationEndpoint: `${config.productApiUrl}/auth/revoke` } : {})))
+  documents.set('catalog', jsonDocument(buildApiCatalog(config), { Link: apiCatalogLinkHeader(config) }, API_CATALOG_CONTENT_TYPE))
+  const openapi = buildOpenApi(config, [...others, surface])
+  documents.set('openapi', jsonDocument(openapi))
+  documents.set('ai-plugin', jsonDocument(buildAiPlugin(config)))
+  documents.set('agents', jsonDocument(buildAgentsJson(config, openapi as never, API_VERSION)))
+  documents.set('llms', staticDocument(buildLlmsTxt(config, openapi as never), 'text/plain; charset=utf-8'))
+  documents.set('logo', staticDocument(LOGO_SVG, 'image/svg+xml'))
+  return surface
 }

@@ -1,5 +1,6 @@
-// Deprecation (RFC 9745) and Sunset (RFC 8594) headers from the one lifecycle configuration.
-import type { LifecycleEntry } from '../config.ts'
+// Deprecation (RFC 9745) and Sunset (RFC 8594) headers from the one lifecycle configuration,
+// per route path and per API version (SPEC.md §9).
+import type { Lifecycle, LifecycleEntry } from '../config.ts'
 
 export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> {
   // RFC 9745 §2.1: a structured-field Date, "@" + seconds since the epoch.
@@ -7,6 +8,7 @@ export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> 
   // RFC 8594 §3: an HTTP-date (IMF-fixdate), which toUTCString() produces.
   if (entry.sunset) headers.Sunset = entry.sunset.toUTCString()
   const links: string[] = []
+  // RFC 9745 §3 and RFC 8594 §6: link relations pointing to human documentation.
   if (entry.deprecationLink) links.push(`<${entry.deprecationLink}>; rel="deprecation"`)
   if (entry.sunsetLink) links.push(`<${entry.sunsetLink}>; rel="sunset"`)
   if (links.length > 0) headers.Link = links.join(', ')
@@ -15,4 +17,34 @@ export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> 
 
 export function isSunset(entry: LifecycleEntry, now: number): boolean {
   return entry.sunset !== null && now >= entry.sunset.getTime()
+}
+
+const SEMVER_OR_ALIAS = /^v?(\d+)(?:\.\d+){0,2}(?:[-+][0-9A-Za-z.+-]*)?$/i
+
+/**
+ * The major alias a Service-Api-Version value names: "v1", "V1", "1", "1.0" and "1.0.0" → "v1"
+ * (SPEC.md §9.2: a semantic version or a major alias). null for anything else, which is accepted
+ * and changes nothing.
+ */
+export function versionAlias(value: string | null): string | null {
+  if (value === null) return null
+  const match = SEMVER_OR_ALIAS.exec(value.trim())
+  return match ? `v${Number(match[1])}` : null
+}
+
+/**
+ * Headers for the version a request names, computed once per configured version. The header
+ * stays informational: a deprecated or even sunset version is still served, only announced.
+ */
+export function createVersionLifecycle(lifecycle: Lifecycle): (header: string | null) => Record<string, string> | null {
+  const byAlias = new Map<string, Record<string, string>>()
+  for (const [key, entry] of Object.entries(lifecycle.versions)) {
+    const alias = versionAlias(key) ?? key
+    byAlias.set(alias, Object.freeze(lifecycleHeaders(entry)))
+  }
+  if (byAlias.size === 0) return () => null
+  return (header) => {
+    const alias = versionAlias(header)
+    return (alias && byAlias.get(alias)) || null
+  }
 }

@@ -6,7 +6,7 @@ import type { Config } from '../config.ts'
 import type { Deps } from './deps.ts'
 import { corsHeaders, preflight } from './cors.ts'
 import { buildContext, HttpError, isDatabaseUnavailable, json, SECURITY_HEADERS, type ConnectionInfo, type RequestContext } from './http.ts'
-import { isSunset, lifecycleHeaders } from './lifecycle.ts'
+import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
@@ -16,6 +16,8 @@ export interface ResponseDoc {
   readonly description: string
   /** valibot schema of the JSON body; omitted for bodiless responses. */
   readonly schema?: GenericSchema
+  /** Media type of the body when it is not application/json (e.g. text/plain for llms.txt). */
+  readonly mediaType?: string
   /** Response headers worth documenting (name → description). */
   readonly headers?: Readonly<Record<string, string>>
 }
@@ -108,6 +110,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
   const router = Router<IRequest, [RequestContext]>()
   const allowByPath = new Map<string, Set<string>>()
   const surfaceByPath = new Map<string, Surface>()
+  const versionLifecycle = createVersionLifecycle(config.lifecycle)
   for (const surface of surfaces) {
     for (const route of surface.routes) {
       router[route.method.toLowerCase() as 'get'](route.path, guard(surface, route))
@@ -178,7 +181,9 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       } catch (error) {
         response = errorResponse(surface, error, ctx)
       }
-      if (lifecycle) response = withHeaders(response, lifecycle)
+      // The route's own lifecycle wins over the one of the version the client asked for.
+      const version = versionLifecycle(request.headers.get('service-api-version'))
+      if (version || lifecycle) response = withHeaders(response, { ...version, ...lifecycle })
       return withSurfaceHeaders(surface, response)
     }
   }

@@ -1,0 +1,84 @@
+// /llms.txt (llmstxt.org): "# Title", "> summary", a paragraph, then "## Section" blocks whose
+// every line is "- [name](absolute-url): note"; "## Optional" last.
+import type { Config } from '../config.ts'
+
+export interface LlmsLink {
+  readonly name: string
+  readonly url: string
+  readonly note: string
+}
+
+interface OperationLike {
+  operationId?: unknown
+  summary?: unknown
+  security?: unknown
+  deprecated?: unknown
+  tags?: unknown
+  'x-undocumented'?: unknown
+}
+
+/** Link text may not hold brackets or line breaks; notes stay on one line. */
+function oneLine(text: string): string {
+  return text.replace(/[\r\n]+/g, ' ').replace(/[[\]]/g, '').trim()
+}
+
+function line(link: LlmsLink): string {
+  return `- [${oneLine(link.name)}](${link.url}): ${oneLine(link.note)}`
+}
+
+/** Operations grouped by their first tag; links only for paths without parameters (valid URLs). */
+function operationSections(openapi: { servers?: { url: string }[]; paths?: Record<string, Record<string, unknown>> }): Map<string, LlmsLink[]> {
+  const sections = new Map<string, LlmsLink[]>()
+  const defaultServer = openapi.servers?.[0]?.url ?? ''
+  for (const [path, item] of Object.entries(openapi.paths ?? {})) {
+    if (path.includes('{')) continue
+    const server = (item.servers as { url: string }[] | undefined)?.[0]?.url ?? defaultServer
+    for (const [method, value] of Object.entries(item)) {
+      const operation = value as OperationLike
+      if (method === 'servers' || typeof operation?.operationId !== 'string' || operation['x-undocumented'] === true) continue
+      const tag = Array.isArray(operation.tags) && typeof operation.tags[0] === 'string' ? operation.tags[0] : 'API'
+      if (tag === 'Discovery') continue
+      const access = Array.isArray(operation.security) && operation.security.length === 0 ? 'public' : 'bearer token'
+      const deprecated = operation.deprecated === true ? ', deprecated' : ''
+      const links = sections.get(tag) ?? []
+      links.push({
+        name: typeof operation.summary === 'string' ? operation.summary : operation.operationId,
+        url: `${server}${path}`,
+        note: `${method.toUpperCase()} ${path} (${operation.operationId}; ${access}${deprecated})`,
+      })
+      sections.set(tag, links)
+    }
+  }
+  return sections
+}
+
+export function buildLlmsTxt(config: Config, openapi: { servers?: { url: string }[]; paths?: Record<string, Record<string, unknown>> }): string {
+  const out: string[] = [
+    '# Steward',
+    '',
+    '> Public lead capture (demo requests, newsletter) and a bearer-token product API that governs what autonomous AI agents in an enterprise may do.',
+    '',
+    'The product API reads and enforces policies on agent actions and adds human approval to sensitive ones. It is not a content generator. ' +
+      `Access is provisioned per organization by a human in the console at ${config.appUrl}; agents cannot self-provision. ` +
+      `Exchange a key for a token at ${config.productApiUrl}/auth/login and send "Authorization: Bearer <token>". ` +
+      'The lead-capture operations need no credentials.',
+  ]
+  for (const [tag, links] of operationSections(openapi)) {
+    out.push('', `## ${oneLine(tag)}`, '', ...links.map(line))
+  }
+  out.push(
+    '',
+    '## Discovery',
+    '',
+    line({ name: 'OpenAPI 3.1 description', url: `${config.appUrl}/openapi.json`, note: 'every operation, schema and security requirement' }),
+    line({ name: 'OAuth protected resource metadata', url: `${config.appUrl}/.well-known/oauth-protected-resource`, note: 'RFC 9728: resource, scopes, authorization server' }),
+    line({ name: 'OAuth authorization server metadata', url: `${config.appUrl}/.well-known/oauth-authorization-server`, note: 'RFC 8414: token endpoint and grant types' }),
+    '',
+    '## Optional',
+    '',
+    line({ name: 'API catalog', url: `${config.appUrl}/.well-known/api-catalog`, note: 'RFC 9727 linkset of the APIs on this server' }),
+    line({ name: 'agents.json', url: `${config.appUrl}/agents.json`, note: 'task flows mapped to OpenAPI operations' }),
+    line({ name: 'AI plugin manifest', url: `${config.appUrl}/.well-known/ai-plugin.json`, note: 'plugin manifest v1' }),
+  )
+  return out.join('\n') + '\n'
+}
