@@ -14,6 +14,12 @@ export interface Deps {
   /** Milliseconds since the epoch; tests pass a fake. */
   readonly clock: () => number
   readonly logger: Logger
+  /**
+   * PostgreSQL URL of a dedicated LISTEN connection over which processes sharing one database
+   * learn of revoked credentials (product API cache invalidation). Omitted: config.databaseUrl
+   * when it is postgres://; null: no feed (a single process, e.g. on PGlite).
+   */
+  readonly listenUrl?: string | null
 }
 
 const ORDER: Record<LogLevel | 'silent', number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 }
