@@ -4,6 +4,7 @@ import { createJsonLogger } from '../routes/deps.ts'
 import { createHandler } from '../server.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
+import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { serve } from './serve.ts'
 
 export interface RunningServer {
@@ -18,7 +19,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger })
   const applied = await migrateToLatest(database.db)
   if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
-  const app = createHandler(config, { db: database.db, clock: Date.now, logger })
+  // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
+  const rateLimits = database.kind === 'postgres' ? createRateLimitStore(database.db, { logger }) : undefined
+  const app = createHandler(config, { db: database.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
   const server = await serve(app.fetch, config)
   logger.log('info', 'listening', {
     runtime: server.runtime,
@@ -35,6 +38,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
       // In-flight requests finish first; then background work and the database close.
       await server.close()
       await app.close()
+      await rateLimits?.close()
       await database.close()
       logger.log('info', 'stopped')
       resolveStopped()

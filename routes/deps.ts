@@ -1,6 +1,7 @@
 // Dependencies a handler is built from. They travel explicitly: tests pass their own.
 import type { Kysely } from 'kysely'
 import type { Database } from '../storage/schema.ts'
+import type { RateLimitSync } from './ratelimit.ts'
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 export type LogFields = Record<string, string | number | boolean | null | undefined>
@@ -14,6 +15,8 @@ export interface Deps {
   /** Milliseconds since the epoch; tests pass a fake. */
   readonly clock: () => number
   readonly logger: Logger
+  /** Shares rate-limit counts with other processes on the same database; absent: per process. */
+  readonly rateLimits?: RateLimitSync
   /**
    * PostgreSQL URL of a dedicated LISTEN connection over which processes sharing one database
    * learn of revoked credentials (product API cache invalidation). Omitted: config.databaseUrl

@@ -1,5 +1,7 @@
-// Fixed-window request counting per key (client address, credential, email…), in memory.
-// Synchronous on purpose: a limit check must cost no I/O on the request path.
+// Fixed-window request counting per key (client address, credential, email…).
+// Synchronous on purpose: a limit check must cost no I/O on the request path. Counting is local;
+// when a `RateLimitSync` is attached (several processes on one PostgreSQL), the local deltas are
+// shared in periodic batches and each window's decision uses local + other processes' counts.
 import type { RateLimitRule } from '../config.ts'
 
 export interface RateLimitDecision {
@@ -15,39 +17,132 @@ export interface RateLimiter {
   take(key: string, now: number): RateLimitDecision
 }
 
+/** One key's counts not yet shared, drained by a sync. */
+export interface PendingCount {
+  readonly key: string
+  /** Window start, ms since the epoch. */
+  readonly start: number
+  /** Requests counted here since the last drain. */
+  readonly delta: number
+  /** Everything counted here in this window, including `delta`. */
+  readonly local: number
+}
+
+/** A limiter's side of the sharing: the sync drains deltas and merges back global totals. */
+export interface SharedCounters {
+  readonly name: string
+  readonly windowMs: number
+  drain(): PendingCount[]
+  /** The global total the store reported after adding a drained delta. */
+  merge(pending: PendingCount, global: number): void
+  /** A drained delta could not be stored: count it again at the next drain. */
+  restore(pending: PendingCount): void
+}
+
+export interface RateLimitSync {
+  attach(counters: SharedCounters): void
+}
+
 /** Keys kept at most; past this the oldest windows are dropped (bounded memory under a flood). */
 const MAX_KEYS = 100_000
 
-export function createRateLimiter(rule: RateLimitRule, name = 'default'): RateLimiter & { readonly name: string } {
-  const windows = new Map<string, { start: number; count: number }>()
+// Limiters are built inside surface constructors, which take no Deps: createHandler names the
+// sync for the duration of that synchronous construction (see withRateLimitSync).
+let ambientSync: RateLimitSync | null = null
+
+/** Builds surfaces whose limiters share counts through `sync` (null: local only). */
+export function withRateLimitSync<T>(sync: RateLimitSync | null | undefined, build: () => T): T {
+  const previous = ambientSync
+  ambientSync = sync ?? null
+  try {
+    return build()
+  } finally {
+    ambientSync = previous
+  }
+}
+
+interface Window {
+  start: number
+  /** Counted by this process in this window. */
+  count: number
+  /** Part of `count` already handed to the sync. */
+  drained: number
+  /** Other processes' count, as of the last sync. */
+  remote: number
+}
+
+export function createRateLimiter(
+  rule: RateLimitRule,
+  name = 'default',
+  sync: RateLimitSync | null = ambientSync,
+): RateLimiter & { readonly name: string } {
+  const windows = new Map<string, Window>()
+  const dirty = new Set<string>()
   const windowMs = rule.windowSeconds * 1000
-  return {
+  const shared = sync !== null
+  const limiter = {
     rule,
     name,
-    take(key, now) {
+    take(key: string, now: number): RateLimitDecision {
       const start = now - (now % windowMs)
       let window = windows.get(key)
       if (window === undefined || window.start !== start) {
         if (window !== undefined) windows.delete(key)
         else if (windows.size >= MAX_KEYS) {
           for (const [oldKey, old] of windows) {
-            if (old.start !== start || windows.size >= MAX_KEYS) windows.delete(oldKey)
+            if (old.start !== start || windows.size >= MAX_KEYS) {
+              windows.delete(oldKey)
+              dirty.delete(oldKey)
+            }
             if (windows.size < MAX_KEYS * 0.9) break
           }
         }
-        window = { start, count: 0 }
+        window = { start, count: 0, drained: 0, remote: 0 }
         windows.set(key, window)
       }
       window.count++
+      if (shared) dirty.add(key)
+      const used = window.count + window.remote
       const resetSeconds = Math.max(1, Math.ceil((start + windowMs - now) / 1000))
       return {
-        allowed: window.count <= rule.limit,
+        allowed: used <= rule.limit,
         limit: rule.limit,
-        remaining: Math.max(0, rule.limit - window.count),
+        remaining: Math.max(0, rule.limit - used),
         resetSeconds,
       }
     },
   }
+  if (sync) {
+    sync.attach({
+      name,
+      windowMs,
+      drain() {
+        const out: PendingCount[] = []
+        for (const key of dirty) {
+          const window = windows.get(key)
+          if (window && window.count > window.drained) {
+            out.push({ key, start: window.start, delta: window.count - window.drained, local: window.count })
+            window.drained = window.count
+          }
+        }
+        dirty.clear()
+        return out
+      },
+      merge(pending, global) {
+        const window = windows.get(pending.key)
+        // Others' share = the global total minus everything this process had counted at drain time.
+        if (window && window.start === pending.start) window.remote = Math.max(window.remote, global - pending.local)
+      },
+      restore(pending) {
+        const window = windows.get(pending.key)
+        if (window && window.start === pending.start) {
+          window.drained -= pending.delta
+          dirty.add(pending.key)
+        }
+      },
+    })
+  }
+  return limiter
 }
 
 /**

@@ -119,6 +119,17 @@ export interface PolicyTable {
   created_by: string
 }
 
+/** One rate-limit window's count summed over every process (storage/ratelimits.ts). */
+export interface RateLimitCounterTable {
+  limiter: string
+  key: string
+  /** ms since the epoch; int8 parsed as a number on both drivers. */
+  window_start: number
+  count: number
+  /** window_start + the window length, for cleanup. */
+  expires_at: number
+}
+
 export interface Database {
   demo_requests: DemoRequestTable
   newsletter_subscriptions: NewsletterSubscriptionTable
@@ -130,4 +141,5 @@ export interface Database {
   access_tokens: AccessTokenTable
   refresh_tokens: RefreshTokenTable
   policies: PolicyTable
+  rate_limit_counters: RateLimitCounterTable
 }

@@ -1,0 +1,106 @@
+// Rate limits counted across every process sharing one PostgreSQL database, with no database
+// round trip on the request path: each process counts locally (routes/ratelimit.ts) and, every
+// `intervalMs`, adds its deltas to `rate_limit_counters` in one batched upsert whose RETURNING
+// gives the global totals back; each window then decides on local + others' counts.
+//
+// Bounded overshoot: a process learns the others' counts for a key at its next sync, so with N
+// processes the requests admitted in one window are at most
+//   limit + (N − 1) × (requests one process admits for that key in one sync interval + round trip),
+// and never more than N × limit (each process still stops at `limit` on its own count).
+// With the default 250 ms interval and a client spread over two processes, that is a few requests.
+import { sql, type Kysely } from 'kysely'
+import type { Logger } from '../routes/deps.ts'
+import type { PendingCount, RateLimitSync, SharedCounters } from '../routes/ratelimit.ts'
+import type { Database } from './schema.ts'
+
+export const DEFAULT_SYNC_INTERVAL_MS = 250
+/** Rows per upsert statement. */
+const BATCH = 1000
+/** Expired windows are deleted this often. */
+const CLEANUP_EVERY_MS = 60_000
+
+export interface RateLimitStore extends RateLimitSync {
+  /** Shares every pending delta now (also run by the timer). */
+  flush(): Promise<void>
+  /** Stops the timer after a last flush. */
+  close(): Promise<void>
+}
+
+export function createRateLimitStore(
+  db: Kysely<Database>,
+  options: { intervalMs?: number; logger?: Logger; clock?: () => number } = {},
+): RateLimitStore {
+  const intervalMs = options.intervalMs ?? DEFAULT_SYNC_INTERVAL_MS
+  const clock = options.clock ?? Date.now
+  const attached: SharedCounters[] = []
+  let running: Promise<void> | null = null
+  let lastCleanup = 0
+  let failing = false
+  let timer: ReturnType<typeof setInterval> | null = null
+
+  async function share(counters: SharedCounters, pending: PendingCount[]): Promise<void> {
+    for (let i = 0; i < pending.length; i += BATCH) {
+      const batch = pending.slice(i, i + BATCH)
+      try {
+        const { rows } = await sql<{ key: string; window_start: number; count: number }>`
+          insert into rate_limit_counters (limiter, key, window_start, count, expires_at)
+          select ${counters.name}, k, s, c, s + ${counters.windowMs}::bigint
+          from unnest(${batch.map((p) => p.key)}::text[], ${batch.map((p) => p.start)}::bigint[], ${batch.map((p) => p.delta)}::int[]) as t(k, s, c)
+          on conflict (limiter, key, window_start) do update set count = rate_limit_counters.count + excluded.count
+          returning key, window_start, count`.execute(db)
+        const byKey = new Map<string, number>()
+        for (const row of rows) byKey.set(`${row.key}\u0000${Number(row.window_start)}`, Number(row.count))
+        for (const p of batch) {
+          const global = byKey.get(`${p.key}\u0000${p.start}`)
+          if (global !== undefined) counters.merge(p, global)
+        }
+        if (failing) options.logger?.log('info', 'rate-limit sync recovered')
+        failing = false
+      } catch (error) {
+        for (const p of batch) counters.restore(p)
+        if (!failing) options.logger?.log('warn', 'rate-limit sync failed; counting locally until it recovers', { code: (error as { code?: string }).code ?? null })
+        failing = true
+      }
+    }
+  }
+
+  async function syncOnce(): Promise<void> {
+    for (const counters of attached) {
+      const pending = counters.drain()
+      if (pending.length > 0) await share(counters, pending)
+    }
+    const now = clock()
+    if (now - lastCleanup >= CLEANUP_EVERY_MS) {
+      lastCleanup = now
+      await db.deleteFrom('rate_limit_counters').where('expires_at', '<', now - CLEANUP_EVERY_MS).execute().catch(() => {})
+    }
+  }
+
+  const flush = (): Promise<void> => {
+    // One sync at a time; a flush during a sync waits for it, then runs its own.
+    const previous = running ?? Promise.resolve()
+    const next = previous.then(syncOnce).finally(() => {
+      if (running === next) running = null
+    })
+    running = next
+    return next
+  }
+
+  return {
+    attach(counters) {
+      attached.push(counters)
+      if (timer === null) {
+        timer = setInterval(() => {
+          if (running === null) void flush()
+        }, intervalMs)
+        timer.unref?.()
+      }
+    },
+    flush,
+    async close() {
+      if (timer !== null) clearInterval(timer)
+      timer = null
+      await flush()
+    },
+  }
+}
