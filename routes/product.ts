@@ -1,14 +1,29 @@
-// The product API surface (SPEC.md §4 "Product API"). Placeholder until issue 3 lands.
+// The product API surface (SPEC.md §4–§5, §7): the token endpoint, policies, API keys and the
+// health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
+// the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
+import { createGuard } from './access.ts'
+import { authRoutes } from './auth.ts'
+import { createCredentials } from './credentials.ts'
 import type { Deps } from './deps.ts'
+import { healthRoutes } from './health.ts'
 import { REASON } from './http.ts'
+import { keyRoutes } from './keys.ts'
+import { policyRoutes } from './policies.ts'
+import { createRateLimiter } from './ratelimit.ts'
 import type { Surface } from './surface.ts'
 
-export function createProductSurface(_config: Config, _deps: Deps): Surface {
+export function createProductSurface(config: Config, deps: Deps): Surface {
+  const credentials = createCredentials(config, deps)
+  const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api'))
   return {
     name: 'product',
-    routes: [],
-    errorBody: (status, error) => ({ status: REASON[status] ?? 'Error', error: error.message }),
+    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...healthRoutes],
+    errorBody: (status, error) =>
+      error.code
+        ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }
+        : { status: REASON[status] ?? 'Error', error: error.message },
     headers: { 'Cache-Control': 'no-store' },
+    close: () => credentials.close(),
   }
 }

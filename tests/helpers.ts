@@ -118,6 +118,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
     BASE_URL: 'https://api.example.com',
     PRODUCT_API_URL: 'https://api.example.com',
     APP_URL: 'https://app.example.com',
+    // scrypt at N=2^10 in tests; production keeps the OWASP N=2^17.
+    PASSWORD_HASH_COST: '10',
     ...env,
   })
 }
@@ -142,7 +144,9 @@ export async function createTestApp(
   const clock = options.clock ?? new FakeClock()
   const logger = memoryLogger()
   const config = testConfig(options.env)
-  const app = createHandler(config, { db: database.db, clock: clock.read, logger })
+  // On PostgreSQL the product API's revocation feed LISTENs on the test database itself.
+  const listenUrl = database.kind === 'postgres' ? TEST_DATABASE_URL : null
+  const app = createHandler(config, { db: database.db, clock: clock.read, logger, listenUrl })
   t.teardown(() => app.close())
   return {
     app,

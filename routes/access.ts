@@ -1,0 +1,146 @@
+// Authorization for the product API: PRODUCT.md's role table as scopes, the guard every
+// protected route runs through, and the error shapes and body helpers the resources share.
+import type { IRequest } from 'itty-router'
+import * as v from 'valibot'
+import type { Role } from '../storage/schema.ts'
+import { SECRET_PATTERN } from '../storage/secrets.ts'
+import type { Credentials, Principal } from './credentials.ts'
+import { HttpError, json, mediaType, parseJsonObject, readText, type RequestContext } from './http.ts'
+import { rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
+import { withHeaders, type ResponseDoc } from './surface.ts'
+
+export type Scope = 'policies:read' | 'policies:write' | 'keys:manage' | 'members:manage'
+
+export const ROLES = ['owner', 'admin', 'manager', 'member', 'viewer'] as const satisfies readonly Role[]
+
+/** Higher outranks lower; a key's role never exceeds its creator's. */
+export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer: 0, member: 1, manager: 2, admin: 3, owner: 4 })
+
+/** PRODUCT.md "Roles and what they may do", as the scopes of discovery metadata. */
+export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({
+  viewer: ['policies:read'],
+  member: ['policies:read'],
+  manager: ['policies:read', 'policies:write'],
+  admin: ['policies:read', 'policies:write', 'keys:manage', 'members:manage'],
+  owner: ['policies:read', 'policies:write', 'keys:manage', 'members:manage'],
+})
+
+export const SCOPES: readonly Scope[] = ['policies:read', 'policies:write', 'keys:manage', 'members:manage']
+
+export const RoleSchema = v.pipe(v.picklist(ROLES, 'Field role must be one of owner, admin, manager, member, viewer'), v.description('Role within the organization.'))
+
+/** SPEC.md §2 ProductError. */
+export const ProductErrorSchema = v.pipe(
+  v.object({
+    status: v.pipe(v.string(), v.description('HTTP reason phrase, such as "Unauthorized" or "Bad Request".')),
+    error: v.pipe(v.string(), v.description('Human-readable message, such as "Authentication required".')),
+  }),
+  v.title('ProductError'),
+)
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Response>
+
+/**
+ * SPEC.md §5.1: credentials travel only in the Authorization header. One found in the URL is
+ * refused (it is already in proxy and browser logs; the client must learn) and never logged.
+ */
+export function refuseCredentialsInUrl(request: Request): void {
+  const query = request.url.indexOf('?')
+  if (query < 0) return
+  const search = request.url.slice(query + 1)
+  const params = new URLSearchParams(search)
+  let decoded = search
+  try {
+    decoded = decodeURIComponent(search)
+  } catch {}
+  if (['access_token', 'refresh_token', 'api_key', 'client_secret'].some((name) => params.has(name)) || SECRET_PATTERN.test(decoded)) {
+    throw new HttpError(400, 'Credentials must be sent in the Authorization header, never in the URL')
+  }
+}
+
+/** PRODUCT.md: plain HTTP from a non-loopback peer is refused unless TLS ends at a trusted proxy. */
+export function requireSecureTransport(ctx: RequestContext): void {
+  if (!ctx.secure && !ctx.config.allowInsecureHttp) {
+    throw new HttpError(403, 'HTTPS is required: plain HTTP is accepted only from loopback, or through a trusted proxy (TRUST_PROXY) that received HTTPS')
+  }
+}
+
+export interface Guard {
+  protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Response>
+}
+
+export function createGuard(credentials: Credentials, limiter: RateLimiter & { readonly name: string }): Guard {
+  return {
+    protect(scope, handler) {
+      return async (request, ctx) => {
+        refuseCredentialsInUrl(request)
+        requireSecureTransport(ctx)
+        const principal = await credentials.authenticate(request, ctx)
+        const decision = limiter.take(principal.subject, ctx.now)
+        const headers = rateLimitHeaders(limiter.name, limiter.rule, decision)
+        if (!decision.allowed) throw new HttpError(429, 'Too many requests for this credential; retry later', { headers })
+        if (!ROLE_SCOPES[principal.role].includes(scope)) {
+          throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
+        }
+        return withHeaders(await handler(request, ctx, principal), headers)
+      }
+    },
+  }
+}
+
+/** A JSON object body (application/json or a +json type), bounded, with the shared string checks. */
+export async function readJsonBody(request: Request, ctx: RequestContext, options: { optional?: boolean } = {}): Promise<Record<string, unknown>> {
+  const type = mediaType(request)
+  const text = await readText(request, ctx.config.bodyLimitBytes)
+  if (options.optional && text.trim() === '') return {}
+  if (type !== 'application/json' && !type.endsWith('+json')) {
+    throw new HttpError(415, `Content-Type ${type || '(none)'} is not supported; send application/json`)
+  }
+  return parseJsonObject(text)
+}
+
+/** Validates with valibot; the first problem becomes the 400 message. */
+export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, input)
+  if (result.success) return result.output
+  const issue = result.issues[0]
+  const path = issue.path?.map((item: { key: unknown }) => String(item.key)).join('.')
+  const message = issue.message
+  throw new HttpError(400, path && !message.includes(path) ? `${message} (at ${path})` : message)
+}
+
+/** Refuses fields the server owns and any field the schema does not know (OWASP API3). */
+export function refuseFields(body: Record<string, unknown>, allowed: readonly string[], readOnly: readonly string[]): void {
+  for (const key of Object.keys(body)) {
+    if (readOnly.includes(key)) throw new HttpError(400, `Field ${key} is read-only`)
+    if (!allowed.includes(key)) throw new HttpError(400, `Unknown field: ${key}`)
+  }
+}
+
+export function created(body: unknown, location: string): Response {
+  return json(201, body, { Location: location })
+}
+
+export function noContent(): Response {
+  return new Response(null, { status: 204 })
+}
+
+const RETRY = { 'Retry-After': 'Seconds to wait before retrying.' }
+const RATE = { RateLimit: 'Remaining requests and seconds to reset (draft-ietf-httpapi-ratelimit-headers).', 'RateLimit-Policy': 'Quota and window.' }
+
+/** The error responses every protected product route can give. */
+export function protectedErrors(extra: Record<number, string> = {}): Record<number, ResponseDoc> {
+  const docs: Record<number, ResponseDoc> = {
+    400: { description: 'Malformed request, a missing or invalid parameter, or a credential sent in the URL.', schema: ProductErrorSchema },
+    401: { description: 'Missing, malformed, unknown, expired or revoked bearer token. No WWW-Authenticate header is sent (SPEC.md §7).', schema: ProductErrorSchema },
+    403: { description: "The credential's role lacks the permission, or plain HTTP from a non-loopback client.", schema: ProductErrorSchema },
+    429: { description: 'Too many requests for this credential.', schema: ProductErrorSchema, headers: { ...RETRY, ...RATE } },
+    503: { description: 'Database unavailable; retry later.', schema: ProductErrorSchema, headers: RETRY },
+  }
+  for (const [status, description] of Object.entries(extra)) docs[Number(status)] = { description, schema: ProductErrorSchema }
+  return docs
+}
+
+export const RATE_LIMIT_HEADERS = RATE

@@ -1,0 +1,216 @@
+// API key management for Admins and Owners (PRODUCT.md "Provisioning"): list, create, rotate,
+// revoke. A key's role never exceeds its creator's; the secret is returned once, at creation.
+import type { IRequest } from 'itty-router'
+import * as v from 'valibot'
+import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
+import type { Role } from '../storage/schema.ts'
+import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, ROLE_RANK, RoleSchema, UUID, type Guard } from './access.ts'
+import type { Credentials, Principal } from './credentials.ts'
+import { HttpError, json, type RequestContext } from './http.ts'
+import type { OperationDoc, Route } from './surface.ts'
+
+export const KEY_NOT_FOUND = 'API key not found'
+const MAX_GRACE_SECONDS = 7 * 86_400
+
+export const ApiKeySchema = v.pipe(
+  v.object({
+    key_id: v.pipe(v.string(), v.uuid()),
+    organization_id: v.pipe(v.string(), v.uuid()),
+    name: v.string(),
+    role: RoleSchema,
+    prefix: v.pipe(v.string(), v.description('First characters of the secret, to recognise the key. The secret itself is never shown again.')),
+    created_by: v.pipe(v.string(), v.description('"user:<uuid>", "key:<uuid>" or "operator".')),
+    created_at: v.pipe(v.string(), v.isoTimestamp()),
+    expires_at: v.nullable(v.pipe(v.string(), v.isoTimestamp())),
+    revoked_at: v.nullable(v.pipe(v.string(), v.isoTimestamp())),
+    last_used_at: v.pipe(v.nullable(v.pipe(v.string(), v.isoTimestamp())), v.description('Recorded in batches: may lag by up to a minute.')),
+    replaced_by: v.pipe(v.nullable(v.pipe(v.string(), v.uuid())), v.description('The key that replaced this one on rotation.')),
+  }),
+  v.title('ApiKey'),
+)
+
+export const NewApiKeySchema = v.pipe(
+  v.object({
+    ...ApiKeySchema.entries,
+    api_key: v.pipe(v.string(), v.description('The secret (stw_key_…): shown this once, stored only as a SHA-256 hash.')),
+  }),
+  v.title('NewApiKey'),
+)
+
+export const ApiKeyListSchema = v.pipe(v.object({ keys: v.array(ApiKeySchema) }), v.title('ApiKeyList'))
+
+export const ApiKeyCreateSchema = v.pipe(
+  v.object({
+    name: v.optional(
+      v.pipe(v.string('Field name must be a string'), v.trim(), v.nonEmpty('Field name must not be empty'), v.maxLength(100, 'Field name is longer than 100 characters'), v.regex(/^[^\u0000-\u001f\u007f]*$/, 'Field name holds a control character')),
+      'API key',
+    ),
+    role: RoleSchema,
+    expires_at: v.optional(v.pipe(v.string('Field expires_at must be an ISO 8601 date-time'), v.isoTimestamp('Field expires_at must be an ISO 8601 date-time'), v.description('When the key stops working; omitted: never.'))),
+  }, 'Request body must be a JSON object'),
+  v.title('ApiKeyCreate'),
+)
+
+export const ApiKeyRotateSchema = v.pipe(
+  v.object({
+    expires_in: v.optional(
+      v.pipe(
+        v.number('Field expires_in must be a number of seconds'),
+        v.integer('Field expires_in must be a whole number of seconds'),
+        v.minValue(0, 'Field expires_in must not be negative'),
+        v.maxValue(MAX_GRACE_SECONDS, `Field expires_in must be at most ${MAX_GRACE_SECONDS} seconds`),
+        v.description('Seconds the old key keeps working (a "roll"); 0 or omitted: it stops at once.'),
+      ),
+    ),
+  }, 'Request body must be a JSON object'),
+  v.title('ApiKeyRotate'),
+)
+
+export function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema> {
+  const iso = (date: Date | null) => (date ? date.toISOString() : null)
+  return {
+    key_id: key.key_id,
+    organization_id: key.organization_id,
+    name: key.name,
+    role: key.role,
+    prefix: key.prefix,
+    created_by: key.created_by,
+    created_at: key.created_at.toISOString(),
+    expires_at: iso(key.expires_at),
+    revoked_at: iso(key.revoked_at),
+    last_used_at: iso(key.last_used_at),
+    replaced_by: key.replaced_by,
+  }
+}
+
+function creatorOf(principal: Principal): { userId: string | null; keyId: string | null } {
+  return principal.userId ? { userId: principal.userId, keyId: null } : { userId: null, keyId: principal.keyId }
+}
+
+function assertRoleWithin(principal: Principal, role: Role, what: string): void {
+  if (ROLE_RANK[role] > ROLE_RANK[principal.role]) throw new HttpError(403, `Cannot ${what} a key whose role (${role}) is above your own (${principal.role})`)
+}
+
+async function targetKey(request: IRequest, ctx: RequestContext, principal: Principal): Promise<ApiKeyRecord> {
+  const id = String(request.params.key_id ?? '')
+  const key = UUID.test(id) ? await findApiKey(ctx.deps.db, principal.organizationId, id.toLowerCase()) : null
+  if (!key) throw new HttpError(404, KEY_NOT_FOUND)
+  return key
+}
+
+export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
+  async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+    const keys = await listApiKeys(ctx.deps.db, principal.organizationId)
+    return json(200, { keys: keys.map(keyToJson) })
+  }
+
+  async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+    return json(200, keyToJson(await targetKey(request, ctx, principal)))
+  }
+
+  async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+    const body = await readJsonBody(request, ctx)
+    refuseFields(body, ['name', 'role', 'expires_at'], ['key_id', 'organization_id', 'prefix', 'created_by', 'created_at', 'revoked_at', 'last_used_at', 'api_key'])
+    const input = parseWith(ApiKeyCreateSchema, body)
+    assertRoleWithin(principal, input.role, 'create')
+    const expiresAt = input.expires_at ? new Date(input.expires_at) : null
+    if (expiresAt && expiresAt.getTime() <= ctx.now) throw new HttpError(400, 'Field expires_at must be in the future')
+    const { key, secret } = await createApiKey(
+      ctx.deps.db,
+      { organizationId: principal.organizationId, name: input.name, role: input.role, ...prefixCreator(principal), expiresAt },
+      new Date(ctx.now),
+    )
+    return created({ ...keyToJson(key), api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.key_id}`)
+  }
+
+  async function rotate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+    const old = await targetKey(request, ctx, principal)
+    if (old.revoked_at) throw new HttpError(400, 'This API key is revoked; create a new one instead')
+    const body = await readJsonBody(request, ctx, { optional: true })
+    refuseFields(body, ['expires_in'], [])
+    const input = parseWith(ApiKeyRotateSchema, body)
+    assertRoleWithin(principal, old.role, 'rotate')
+    const grace = input.expires_in ?? 0
+    const until = grace > 0 ? new Date(ctx.now + grace * 1000) : null
+    const rotated = await rotateApiKey(ctx.deps.db, principal.organizationId, old.key_id, creatorOf(principal), until, new Date(ctx.now))
+    if (!rotated) throw new HttpError(404, KEY_NOT_FOUND)
+    await credentials.keyChanged(old.key_id)
+    return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.key_id}`)
+  }
+
+  async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+    const key = await targetKey(request, ctx, principal)
+    assertRoleWithin(principal, key.role, 'revoke')
+    await revokeApiKey(ctx.deps.db, principal.organizationId, key.key_id, new Date(ctx.now))
+    await credentials.keyChanged(key.key_id)
+    return noContent()
+  }
+
+  return [
+    { method: 'GET', path: '/keys', handler: guard.protect('keys:manage', list), doc: listDoc },
+    { method: 'POST', path: '/keys', handler: guard.protect('keys:manage', create), doc: createDoc },
+    { method: 'GET', path: '/keys/:key_id', handler: guard.protect('keys:manage', read), doc: readDoc },
+    { method: 'DELETE', path: '/keys/:key_id', handler: guard.protect('keys:manage', revoke), doc: revokeDoc },
+    { method: 'POST', path: '/keys/:key_id/rotate', handler: guard.protect('keys:manage', rotate), doc: rotateDoc },
+  ]
+}
+
+function prefixCreator(principal: Principal): { createdByUserId: string | null; createdByKeyId: string | null } {
+  const creator = creatorOf(principal)
+  return { createdByUserId: creator.userId, createdByKeyId: creator.keyId }
+}
+
+const TAGS = ['API keys']
+const NOT_FOUND = { 404: 'No such key in the caller\'s organization ("API key not found").' }
+
+const listDoc: OperationDoc = {
+  operationId: 'listApiKeys',
+  summary: "List the organization's API keys",
+  description: 'Revoked and expired keys included. Secrets and hashes are never returned.',
+  tags: TAGS,
+  scopes: ['keys:manage'],
+  responses: { 200: { description: 'The keys, oldest first.', schema: ApiKeyListSchema }, ...protectedErrors() },
+}
+
+const readDoc: OperationDoc = {
+  operationId: 'getApiKey',
+  summary: 'Fetch one API key (without its secret)',
+  tags: TAGS,
+  scopes: ['keys:manage'],
+  responses: { 200: { description: 'The key.', schema: ApiKeySchema }, ...protectedErrors(NOT_FOUND) },
+}
+
+const createDoc: OperationDoc = {
+  operationId: 'createApiKey',
+  summary: 'Create an API key',
+  description: "The role may not exceed the caller's. The secret is in the response this once.",
+  tags: TAGS,
+  scopes: ['keys:manage'],
+  body: { schema: ApiKeyCreateSchema, mediaTypes: ['application/json'], required: true },
+  responses: {
+    201: { description: 'Created; api_key holds the secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
+    ...protectedErrors({ 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
+  },
+}
+
+const rotateDoc: OperationDoc = {
+  operationId: 'rotateApiKey',
+  summary: 'Rotate an API key',
+  description: 'Issues a successor with the same name and role. The old key, and every token minted from it, stops at once, or after expires_in seconds.',
+  tags: TAGS,
+  scopes: ['keys:manage'],
+  body: { schema: ApiKeyRotateSchema, mediaTypes: ['application/json'], required: false },
+  responses: {
+    201: { description: 'The new key; api_key holds its secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
+    ...protectedErrors(NOT_FOUND),
+  },
+}
+
+const revokeDoc: OperationDoc = {
+  operationId: 'revokeApiKey',
+  summary: 'Revoke an API key',
+  description: 'The key, and every token minted from it, fails with 401 from the next request on. Revoking a revoked key is a no-op.',
+  tags: TAGS,
+  scopes: ['keys:manage'],
+  responses: { 204: { description: 'Revoked.' }, ...protectedErrors(NOT_FOUND) },
+}
