@@ -42,7 +42,7 @@ export const ApiKeyListSchema = v.pipe(v.object({ keys: v.array(ApiKeySchema) })
 export const ApiKeyCreateSchema = v.pipe(
   v.object({
     name: v.optional(
-      v.pipe(v.string('Field name must be a string'), v.trim(), v.nonEmpty('Field name must not be empty'), v.maxLength(100, 'Field name is longer than 100 characters'), v.regex(/^[^\u0000-\u001f\u007f]*$/, 'Field name holds a control character')),
+      v.pipe(v.string('Field name must be a string'), v.trim(), v.nonEmpty('Field name must not be empty'), v.maxLength(100, 'Field name is longer than 100 characters'), v.check((text) => !/[\u0000-\u001f\u007f]/.test(text), 'Field name holds a control character')),
       'API key',
     ),
     role: RoleSchema,

@@ -10,7 +10,7 @@ import type { Logger, LogLevel } from '../routes/deps.ts'
 import type { ConnectionInfo } from '../routes/http.ts'
 import { createHandler, type Steward } from '../server.ts'
 import { createPostgresPool, fromPglite, type DatabaseHandle } from '../storage/connect.ts'
-import { Kysely, PostgresDialect } from 'kysely'
+import { Kysely, Migrator, PostgresDialect } from 'kysely'
 import { migrateToLatest } from '../storage/migrate.ts'
 import { migrations } from '../storage/migrations/index.ts'
 import type { Database } from '../storage/schema.ts'
@@ -48,7 +48,11 @@ export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
     url.searchParams.set('options', `-c search_path=${schema}`)
     const pool = createPostgresPool(url.toString(), silentLogger, 10)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
-    await migrateToLatest(db)
+    // Kysely's migrator looks for its tables in every schema unless told which: with another
+    // test file's schema present it would skip creating its own and fail.
+    const migrator = new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => ({ ...migrations }) } })
+    const { error } = await migrator.migrateToLatest()
+    if (error) throw error
     let closed = false
     const handle: DatabaseHandle = {
       db,
