@@ -70,5 +70,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 /** Wraps an open PGlite instance (tests clone a migrated template). */
 export function fromPglite(pglite: import('@electric-sql/pglite').PGlite): DatabaseHandle {
   const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) })
-  return { db, kind: 'pglite', pool: null, close: () => db.destroy() }
+  // Kysely's destroy() is a no-op for a driver that never ran a query: close PGlite ourselves.
+  const close = async () => {
+    await db.destroy()
+    if (!pglite.closed) await pglite.close()
+  }
+  return { db, kind: 'pglite', pool: null, close }
 }
