@@ -77,7 +77,7 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
 
 function rateLimit(env: Env, name: string, fallback: RateLimitRule): RateLimitRule {
   const raw = env[name]
-  if (raw === undefined || raw === '') return fallback
+  if (raw === undefined || raw === '') return Object.freeze({ ...fallback })
   const match = /^(\d+)\/(\d+)$/.exec(raw.trim())
   if (!match) throw new ConfigError(`${name} must look like "LIMIT/SECONDS" (e.g. "20/60"), got "${raw}"`)
   const limit = Number(match[1])
@@ -136,7 +136,7 @@ function lifecycleEntry(raw: unknown, where: string): LifecycleEntry {
 }
 
 export function parseLifecycle(raw: unknown): Lifecycle {
-  if (typeof raw !== 'object' || raw === null) throw new ConfigError('lifecycle must be a JSON object')
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('lifecycle must be a JSON object')
   const source = raw as Record<string, unknown>
   const section = (name: 'routes' | 'versions'): Record<string, LifecycleEntry> => {
     const value = source[name] ?? {}
