@@ -115,6 +115,11 @@ t.test('operationIds are unique, every response has a description, security is e
   }
 })
 
+t.test('every valibot schema converted completely (no x-conversion-error)', async (t) => {
+  const flagged = JSON.stringify(document).match(/"x-conversion-error":"[^"]*"/g) ?? []
+  t.same(flagged, [])
+})
+
 t.test('every route of every surface is in the document, and every operation is a route', async (t) => {
   const config = app.config
   const leads = createLeadSurface(config)

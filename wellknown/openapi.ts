@@ -35,7 +35,12 @@ function conversion(typeMode: 'input' | 'output'): ConversionConfig {
         case 'trim':
           return Object.assign({ ...jsonSchema }, { [TRIMMED]: true })
         case 'non_empty':
-          return (jsonSchema as { [TRIMMED]?: boolean })[TRIMMED] ? { ...jsonSchema, pattern: '\\S' } : undefined
+          return (jsonSchema as { [TRIMMED]?: boolean })[TRIMMED] ? withPattern(jsonSchema, '\\S') : undefined
+        // JSON Schema has one `pattern` per schema; a second one must hold as well (allOf).
+        case 'regex': {
+          const requirement = (valibotAction as unknown as { requirement: RegExp }).requirement
+          return jsonSchema.pattern !== undefined && requirement.flags === '' ? withPattern(jsonSchema, requirement.source) : undefined
+        }
         default:
           return undefined
       }
@@ -43,9 +48,23 @@ function conversion(typeMode: 'input' | 'output'): ConversionConfig {
   }
 }
 
-/** The JSON Schema of a valibot schema, as plain JSON (conversion markers dropped). */
+function withPattern(jsonSchema: JsonSchema, pattern: string): JsonSchema {
+  if (jsonSchema.pattern === undefined) return { ...jsonSchema, pattern }
+  return { ...jsonSchema, allOf: [...(jsonSchema.allOf ?? []), { pattern }] }
+}
+
+/**
+ * The JSON Schema of a valibot schema, as plain JSON (conversion markers dropped). A schema the
+ * converter cannot express fully is still published, converted leniently and flagged with
+ * `x-conversion-error`, rather than stopping the server; the test suite refuses any such flag.
+ */
 export function convert(schema: GenericSchema, typeMode: 'input' | 'output'): JsonObject {
-  const converted = toJsonSchema(schema, conversion(typeMode)) as JsonSchema & { $schema?: string }
+  let converted: JsonSchema & { $schema?: string; 'x-conversion-error'?: string }
+  try {
+    converted = toJsonSchema(schema, conversion(typeMode))
+  } catch (error) {
+    converted = { ...toJsonSchema(schema, { ...conversion(typeMode), errorMode: 'ignore' }), 'x-conversion-error': (error as Error).message }
+  }
   const { $schema: _dialect, ...rest } = converted
   // The document's jsonSchemaDialect is 2020-12 already; a JSON round trip drops the symbol markers.
   return JSON.parse(JSON.stringify(rest)) as JsonObject
