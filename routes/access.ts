@@ -107,6 +107,7 @@ export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown):
   if (result.success) return result.output
   const issue = result.issues[0]
   const path = issue.path?.map((item: { key: unknown }) => String(item.key)).join('.')
+  if (path && issue.input === undefined && issue.path?.length === 1) throw new HttpError(400, `Field ${path} is required`)
   const message = issue.message
   throw new HttpError(400, path && !message.includes(path) ? `${message} (at ${path})` : message)
 }

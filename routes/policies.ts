@@ -202,6 +202,11 @@ function createdBy(principal: Principal): string {
   return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
 }
 
+/** valibot's record accepts (and copies) an array; conditions must be a JSON object. */
+function refuseArrayConditions(body: Record<string, unknown>): void {
+  if (Array.isArray(body.conditions)) throw new HttpError(400, 'Field conditions must be a JSON object or null')
+}
+
 function policyIdOf(request: IRequest): string | null {
   const id = String(request.params.policy_id ?? '')
   return UUID.test(id) ? id.toLowerCase() : null
@@ -240,6 +245,7 @@ export function policyRoutes(guard: Guard): Route[] {
     const named = fromQuery ?? fromBody
     if (named === undefined || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
     const organizationId = ownOrganization(named, principal)
+    refuseArrayConditions(body)
     const input = parseWith(PolicyCreateSchema, body)
     const policyFields: PolicyFields = {
       name: input.name,
@@ -267,6 +273,7 @@ export function policyRoutes(guard: Guard): Route[] {
     const id = policyIdOf(request)
     const body = await readJsonBody(request, ctx)
     refuseFields(body, WRITABLE, [...READ_ONLY, 'organization_id'])
+    refuseArrayConditions(body)
     const changes = parseWith(PolicyUpdateSchema, body)
     if (Object.keys(body).length === 0) throw new HttpError(400, 'Request body names no field to change')
     const patch: Partial<PolicyFields> = {}
