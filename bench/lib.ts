@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
+import { createServer } from 'node:net'
 import pg from 'pg'
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -43,9 +44,38 @@ export interface ServerProcess {
  */
 export async function startServer(runtime: Runtime, env: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
   const [cmd, args] = runtimeCommand(runtime, 'server.ts', ['start'])
+  const level = env.LOG_LEVEL ?? 'info'
+  if (level === 'info' || level === 'debug') return startProcess(runtime, cmd, args, { ...env, LOG_LEVEL: level }, timeoutMs)
+  // Quieter levels print no "listening" line: choose the port here and poll it instead.
+  const port = await freePort()
+  return startProcess(runtime, cmd, args, { ...env, PORT: String(port) }, timeoutMs, `http://127.0.0.1:${port}`)
+}
+
+/** A port nothing listens on right now (the kernel's pick for port 0). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** Any process that prints a JSON line with "msg":"listening" and "url" once it accepts connections. */
+export async function startProcess(
+  runtime: Runtime,
+  cmd: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  /** Poll this URL for any HTTP answer instead of waiting for a "listening" line. */
+  probe?: string,
+): Promise<ServerProcess> {
   const child = spawn(cmd, args, {
     cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env, NO_COLOR: '1' },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', ...env, NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
@@ -67,6 +97,21 @@ export async function startServer(runtime: Runtime, env: Record<string, string>,
     }
     child.stdout!.on('data', onData)
     child.stderr!.on('data', onData)
+    if (probe) {
+      const poll = async () => {
+        for (;;) {
+          if (child.exitCode !== null || child.signalCode !== null) return
+          try {
+            await fetch(`${probe}/`, { signal: AbortSignal.timeout(1000) })
+            clearTimeout(timer)
+            return resolve(probe)
+          } catch {
+            await new Promise((r) => setTimeout(r, 100))
+          }
+        }
+      }
+      void poll()
+    }
     void exited.then(({ code, signal }) => {
       clearTimeout(timer)
       reject(new Error(`${runtime}: exited before listening (code ${code}, signal ${signal})\n${out.slice(-2000)}`))
@@ -152,5 +197,64 @@ export async function reachable(url: string | undefined | null): Promise<boolean
     return false
   } finally {
     await client.end().catch(() => {})
+  }
+}
+
+export interface BenchWorld {
+  readonly organizationId: string
+  /** An owner key: reads policies and manages keys. */
+  readonly key: string
+  readonly keyId: string
+}
+
+/**
+ * One organization with an owner API key and `policies` policies, written through the product's
+ * own storage functions. null when the product storage is not there yet.
+ */
+export async function seedWorld(databaseUrl: string, policies = 10): Promise<BenchWorld | null> {
+  let organizations, keys, policyStore
+  try {
+    organizations = await import('../storage/organizations.ts')
+    keys = await import('../storage/keys.ts')
+    policyStore = await import('../storage/policies.ts')
+  } catch {
+    return null
+  }
+  const { openDatabase } = await import('../storage/connect.ts')
+  const { migrateToLatest } = await import('../storage/migrate.ts')
+  const { silentLogger } = await import('../routes/deps.ts')
+  const handle = await openDatabase({ databaseUrl, dataDir: '', logger: silentLogger })
+  try {
+    await migrateToLatest(handle.db)
+    const now = new Date()
+    const org = await organizations.createOrganization(handle.db, `bench ${randomBytes(3).toString('hex')}`, now)
+    const { key, secret } = await keys.createApiKey(
+      handle.db,
+      { organizationId: org.id, name: 'bench', role: 'owner', createdByUserId: null, createdByKeyId: null, expiresAt: null },
+      now,
+    )
+    const keyId = (key as unknown as { id?: string; key_id?: string }).id ?? (key as unknown as { key_id: string }).key_id
+    for (let i = 0; i < policies; i++) {
+      await policyStore.createPolicy(
+        handle.db,
+        org.id,
+        {
+          name: `policy ${i}`,
+          description: 'benchmark policy',
+          effect: i % 2 ? 'allow' : 'deny',
+          agents: ['agent-a'],
+          actions: ['read', 'write'],
+          resources: [`doc/${i}`],
+          conditions: null,
+          mode: 'enforce',
+          enabled: true,
+        },
+        `key:${keyId}`,
+        now,
+      )
+    }
+    return { organizationId: org.id, key: secret, keyId }
+  } finally {
+    await handle.close()
   }
 }

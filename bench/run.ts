@@ -1,0 +1,246 @@
+// `npm run bench`: Steward against its baselines and peers, on this machine, in one run.
+//
+// Every server runs in its own process; the load generator (autocannon, keep-alive, 10
+// connections, no pipelining) and the bare pg loops run in this process, so on a 2-core machine
+// the server gets one core and the client the other. Each measurement runs BENCH_SECONDS (2) after
+// a warm-up; BENCH_ROUNDS (3) rounds in alternating order (forward, reversed, forward…); medians.
+// Then p50/p99 at half of each route's measured maximum (open loop, fixed rate).
+// Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
+// postgres://postgres@127.0.0.1:5432/test); a scratch database is created and dropped.
+// Writes bench/RESULTS.md. About 4–5 minutes.
+import { writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import os from 'node:os'
+import pg from 'pg'
+import { createPostgresPool } from '../storage/connect.ts'
+import { silentLogger } from '../routes/deps.ts'
+import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedWorld, startProcess, startServer, type BenchWorld, type ServerProcess } from './lib.ts'
+import { fixedRateLatency, maxThroughput, pgLoop, type Latency, type RequestSpec, type Throughput } from './load.ts'
+
+const SECONDS = Number(process.env.BENCH_SECONDS || 2)
+const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS || 3))
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS || 1)
+const CONNECTIONS = 10
+const HARD_LIMIT_MS = 8 * 60_000
+const hardStop = setTimeout(() => {
+  console.error('bench: hard time limit reached; stopping')
+  void cleanup().finally(() => process.exit(2))
+}, HARD_LIMIT_MS)
+hardStop.unref()
+
+const candidates = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].filter(Boolean) as string[]
+let adminUrl: string | null = null
+for (const url of candidates) {
+  if (await reachable(url)) {
+    adminUrl = url
+    break
+  }
+}
+
+const servers: ServerProcess[] = []
+let scratch: Awaited<ReturnType<typeof createScratchDatabase>> | null = null
+let pool: pg.Pool | null = null
+async function cleanup(): Promise<void> {
+  await Promise.all(servers.map((s) => s.stop(5000).catch(() => {})))
+  await pool?.end().catch(() => {})
+  await scratch?.drop().catch(() => {})
+}
+
+const log = (line: string) => console.log(line)
+const started = Date.now()
+const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
+
+type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'raw-http' | 'fastify'
+const urls = new Map<Target, string>()
+
+try {
+  let databaseUrl = ''
+  let dataDir = ''
+  if (adminUrl) {
+    scratch = await createScratchDatabase(adminUrl, 'steward_bench')
+    databaseUrl = scratch.url
+    pool = createPostgresPool(databaseUrl, silentLogger, 10)
+  } else {
+    log('# no PostgreSQL reachable: database comparisons (pg loop, Fastify) skipped; Steward on PGlite')
+    dataDir = join(os.tmpdir(), `steward-bench-${process.pid}`)
+  }
+  const env = { DATABASE_URL: databaseUrl, DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...RATES }
+  // The first Steward process migrates; the world (org, key, policies) is seeded before the others.
+  const start = async (target: Target, launch: () => Promise<ServerProcess>) => {
+    const server = await launch()
+    servers.push(server)
+    urls.set(target, server.url)
+  }
+  await start('steward-node', () => startServer('node', env))
+  let world: BenchWorld | null = null
+  if (databaseUrl) world = await seedWorld(databaseUrl).catch((error) => {
+    log(`# could not seed an organization and key (${(error as Error).message}): /policies skipped`)
+    return null
+  })
+  if (adminUrl) {
+    await start('steward-node-info', () => startServer('node', { ...env, LOG_LEVEL: 'info' }))
+    await start('steward-bun', () => startServer('bun', env))
+    await start('steward-deno', () => startServer('deno', env))
+    const [cmd, args] = runtimeCommand('node', 'bench/fastify-reference.ts')
+    await start('fastify', () => startProcess('node', cmd, args, { DATABASE_URL: databaseUrl }))
+  }
+  {
+    const [cmd, args] = runtimeCommand('node', 'bench/targets/bare-fetch.ts')
+    await start('bare-fetch', () => startProcess('node', cmd, args, {}))
+  }
+  {
+    const [cmd, args] = runtimeCommand('node', 'bench/targets/raw-http.ts')
+    await start('raw-http', () => startProcess('node', cmd, args, {}))
+  }
+  log(`# servers up in ${((Date.now() - started) / 1000).toFixed(1)} s: ${[...urls.keys()].join(', ')}`)
+
+  // ---- scenarios -------------------------------------------------------------------------------
+  const run = `${Date.now().toString(36)}${process.pid}`
+  let counter = 0
+  const lead = (email: string) =>
+    JSON.stringify({ first_name: 'Ada', last_name: 'Lovelace', email, company: 'Analytical', linkedin: 'https://www.linkedin.com/in/ada' })
+  const newLead = () => lead(`bench-${run}-${counter++}@example.com`)
+  const dupEmail = `dup-${run}@example.com`
+  const specs: Record<string, RequestSpec> = {
+    health: { method: 'GET', path: '/health' },
+    'demo-new': { method: 'POST', path: '/demo-request', body: newLead },
+    'demo-dup': { method: 'POST', path: '/demo-request', body: lead(dupEmail) },
+    'bad-body-400': { method: 'POST', path: '/demo-request', body: JSON.stringify({ email: 'not-an-email' }) },
+    'bad-key-401': { method: 'GET', path: `/policies?organization_id=${world?.organizationId ?? '00000000-0000-0000-0000-000000000000'}`, headers: { authorization: 'Bearer stw_key_notavalidkeyatall' } },
+  }
+  if (world) specs.policies = { method: 'GET', path: `/policies?organization_id=${world.organizationId}`, headers: { authorization: `Bearer ${world.key}` } }
+
+  interface Scenario {
+    readonly route: string
+    readonly target: Target | 'pg-loop'
+    measure(seconds: number): Promise<Throughput>
+  }
+  const scenarios: Scenario[] = []
+  const http = (route: string, target: Target) => {
+    const base = urls.get(target)
+    const spec = specs[route]
+    if (!base || !spec) return
+    scenarios.push({ route, target, measure: (s) => maxThroughput(base, spec, s, CONNECTIONS) })
+  }
+  for (const t of ['steward-node', 'bare-fetch', 'raw-http', 'fastify', 'steward-bun', 'steward-deno', 'steward-node-info'] as const) http('health', t)
+  for (const route of ['demo-new', 'demo-dup', 'policies']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
+  for (const route of ['bad-body-400', 'bad-key-401']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
+  if (pool) {
+    const p = pool
+    // The same statements the routes send (Kysely's SQL text), through the same pool settings.
+    const insert =
+      'insert into "demo_requests" ("email", "first_name", "last_name", "company", "linkedin", "phone", "source", "analytics_distinct_id", "email_normalized", "received_at") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) on conflict ("email_normalized") do nothing returning "id"'
+    const values = (email: string) => [email, 'Ada', 'Lovelace', 'Analytical', 'https://www.linkedin.com/in/ada', null, null, null, email.toLowerCase(), new Date()]
+    scenarios.push({ route: 'demo-new', target: 'pg-loop', measure: (s) => pgLoop(p, () => [insert, values(`pg-${run}-${counter++}@example.com`)], s, CONNECTIONS) })
+    scenarios.push({ route: 'demo-dup', target: 'pg-loop', measure: (s) => pgLoop(p, () => [insert, values(`pgdup-${run}@example.com`)], s, CONNECTIONS) })
+    if (world) {
+      const org = world.organizationId
+      // Once the key is cached the route sends only the page query; the key lookup is the cold path.
+      const list = 'select * from "policies" where "organization_id" = $1 order by "created_at", "policy_id" limit $2'
+      scenarios.push({ route: 'policies', target: 'pg-loop', measure: (s) => pgLoop(p, () => [list, [org, 51]], s, CONNECTIONS) })
+    }
+  }
+
+  // Sanity: one request per HTTP scenario, to report statuses (e.g. a route not built yet).
+  log(`# ${scenarios.length} scenarios × ${ROUNDS} rounds × ${SECONDS} s (+ ${WARMUP} s warm-up each)`)
+  for (const s of scenarios) await s.measure(WARMUP)
+
+  const samples = new Map<string, Throughput[]>()
+  const id = (s: Scenario) => `${s.route}|${s.target}`
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? scenarios : [...scenarios].reverse()
+    for (const s of order) {
+      const result = await s.measure(SECONDS)
+      samples.set(id(s), [...(samples.get(id(s)) ?? []), result])
+    }
+    log(`# round ${round + 1}/${ROUNDS} done at ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  }
+  const median = (values: number[]) => {
+    const sorted = [...values].sort((a, b) => a - b)
+    return sorted[Math.floor(sorted.length / 2)]!
+  }
+  const rps = (route: string, target: string): number | null => {
+    const list = samples.get(`${route}|${target}`)
+    return list ? median(list.map((r) => r.rps)) : null
+  }
+  const statuses = (route: string, target: string): string => {
+    const all: Record<string, number> = {}
+    for (const r of samples.get(`${route}|${target}`) ?? []) for (const [k, v] of Object.entries(r.statuses)) all[k] = (all[k] ?? 0) + v
+    const errors = (samples.get(`${route}|${target}`) ?? []).reduce((n, r) => n + r.errors, 0)
+    return Object.entries(all).map(([k, v]) => `${k}×${v}`).join(' ') + (errors ? ` errors×${errors}` : '')
+  }
+
+  // ---- latency at half load (Steward on Node) ----------------------------------------------------
+  const latency = new Map<string, Latency>()
+  for (const route of ['health', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']) {
+    const max = rps(route, 'steward-node')
+    const spec = specs[route]
+    if (!max || !spec) continue
+    latency.set(route, await fixedRateLatency(urls.get('steward-node')!, spec, Math.round(max / 2), 3, CONNECTIONS))
+  }
+
+  // ---- report ----------------------------------------------------------------------------------
+  const fmt = (n: number | null) => (n === null ? '—' : n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(2))
+  const ratio = (a: number | null, b: number | null) => (a !== null && b !== null && b > 0 ? a / b : null)
+  const verdict = (value: number | null, target: number, atLeast = true) =>
+    value === null ? 'not measured' : (atLeast ? value >= target : value <= target) ? `**${value.toFixed(2)}** ✓` : `**${value.toFixed(2)}** ✗`
+  const targets: Array<[string, string, number | null, string]> = []
+  const h = rps('health', 'steward-node')
+  targets.push(['GET /health vs bare fetch function on @hono/node-server', '≥ 0.90', ratio(h, rps('health', 'bare-fetch')), '0.9'])
+  for (const route of ['demo-new', 'demo-dup', 'policies']) {
+    targets.push([`${route} vs bare pg loop`, '≥ 0.85', ratio(rps(route, 'steward-node'), rps(route, 'pg-loop')), '0.85'])
+    targets.push([`${route} vs Fastify + pg reference`, '≥ 1.00', ratio(rps(route, 'steward-node'), rps(route, 'fastify')), '1'])
+  }
+  targets.push(['400 bad body vs GET /health', '≥ 0.80', ratio(rps('bad-body-400', 'steward-node'), h), '0.8'])
+  for (const [route, l] of latency) targets.push([`p99 / p50 at half load, ${route}`, '≤ 3.0', l.p99 / l.p50, '-3'])
+
+  const lines: string[] = []
+  lines.push('# Benchmark results', '')
+  lines.push(`Generated by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString()}. ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), ` +
+    `${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}; PostgreSQL: ${adminUrl ? 'local, loopback' : 'not reachable (PGlite)'}. ` +
+    `Servers in their own processes; load generator (autocannon, ${CONNECTIONS} keep-alive connections, no pipelining) and pg loops in another; ` +
+    `${ROUNDS} rounds × ${SECONDS} s per measurement in alternating order, medians. Steward at LOG_LEVEL=warn unless noted.`, '')
+  lines.push('## Targets (ratios are machine-independent; absolute figures below are this machine only)', '')
+  lines.push('| comparison | target | reached |', '|---|---|---|')
+  for (const [name, want, value, t] of targets) {
+    const n = Number(t)
+    lines.push(`| ${name} | ${want} | ${verdict(value, Math.abs(n), n > 0)} |`)
+  }
+  lines.push('', '## Throughput, requests per second (machine-specific absolute figures; median of rounds)', '')
+  const columns: Array<Target | 'pg-loop'> = ['steward-node', 'steward-bun', 'steward-deno', 'fastify', 'pg-loop', 'bare-fetch', 'raw-http', 'steward-node-info']
+  lines.push(`| route | ${columns.join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`)
+  const routeNames: Record<string, string> = {
+    health: 'GET /health',
+    'demo-new': 'POST /demo-request, new email',
+    'demo-dup': 'POST /demo-request, duplicate (409)',
+    policies: 'GET /policies, valid key',
+    'bad-key-401': 'GET /policies, malformed key (401)',
+    'bad-body-400': 'POST /demo-request, invalid body (400)',
+  }
+  for (const [route, name] of Object.entries(routeNames)) {
+    const base = rps(route, 'steward-node')
+    const cells = columns.map((c) => {
+      const v = rps(route, c)
+      if (v === null) return '—'
+      const r = c === 'steward-node' || base === null ? '' : ` (${(base / v).toFixed(2)}×)`
+      return `${fmt(v)}${r}`
+    })
+    lines.push(`| ${name} | ${cells.join(' | ')} |`)
+  }
+  lines.push('', 'In parentheses: Steward-on-Node ÷ that column. "pg-loop" is the same SQL in a loop of 10 workers through the same pool settings, no HTTP. ' +
+    '"fastify" is bench/fastify-reference.ts (Fastify 5 + pg, same SQL and validation rules, key looked up per request). "steward-node-info" is LOG_LEVEL=info (one access-log line per request).')
+  lines.push('', '## Latency at half of the measured maximum (Steward on Node, open loop, ms, machine-specific)', '')
+  lines.push('| route | rate (req/s) | p50 | p99 | p99 / p50 |', '|---|---:|---:|---:|---:|')
+  for (const [route, l] of latency) lines.push(`| ${routeNames[route]} | ${fmt(l.rate)} | ${l.p50.toFixed(3)} | ${l.p99.toFixed(3)} | ${(l.p99 / l.p50).toFixed(2)} |`)
+  lines.push('', '## Statuses seen', '')
+  lines.push('| route | target | statuses |', '|---|---|---|')
+  for (const s of scenarios) if (s.target !== 'pg-loop') lines.push(`| ${s.route} | ${s.target} | ${statuses(s.route, s.target)} |`)
+  lines.push('', `Total run time ${((Date.now() - started) / 1000).toFixed(0)} s.`, '')
+  const extra = process.env.BENCH_NOTES_FILE
+  if (extra) lines.push(`See also ${extra}.`, '')
+  writeFileSync(resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS.md'), lines.join('\n'))
+  log(lines.join('\n'))
+} finally {
+  await cleanup()
+  clearTimeout(hardStop)
+}
