@@ -42,6 +42,16 @@ t.test('RFC 9728 §3.1: the path-suffixed URL of the product API base echoes tha
   t.equal(((await bodyOf(response)) as { resource: string }).resource, 'https://api.example.org/steward/v1')
 })
 
+t.test('RFC 9728 §3.1: a protected path of the product API echoes its own URL as resource', async (t) => {
+  for (const path of ['/policies', '/keys']) {
+    const response = await app.request(`/.well-known/oauth-protected-resource/steward/v1${path}`)
+    t.equal(response.status, 200, `${path} → 200`)
+    const metadata = await oauth.processResourceDiscoveryResponse(new URL(`${env.PRODUCT_API_URL}${path}`), response)
+    t.equal(metadata.resource, `https://api.example.org/steward/v1${path}`)
+    t.same(metadata.authorization_servers, [env.APP_URL])
+  }
+})
+
 t.test('RFC 9728 §3.1: a suffix that is not a protected resource answers 404, never another resource', async (t) => {
   for (const suffix of ['/unknown', '/steward', '/steward/v1/', '/steward/v1/auth/login', '/steward/v1/health', '/demo-request']) {
     const response = await app.request(`/.well-known/oauth-protected-resource${suffix}`)

@@ -24,7 +24,7 @@ function conversion(typeMode: 'input' | 'output'): ConversionConfig {
     // Anything the converter cannot express must fail the build, not vanish from the document;
     // the two actions below are the deliberate exceptions.
     errorMode: 'throw',
-    overrideAction({ valibotAction, jsonSchema }) {
+    overrideAction({ valibotAction, jsonSchema, errors }) {
       switch (valibotAction.type) {
         // A custom check describes itself through v.metadata() in the same pipe (e.g. the email
         // check of routes/leads.ts carries { format: 'email' }).
@@ -39,7 +39,8 @@ function conversion(typeMode: 'input' | 'output'): ConversionConfig {
         // JSON Schema has one `pattern` per schema; a second one must hold as well (allOf).
         case 'regex': {
           const requirement = (valibotAction as unknown as { requirement: RegExp }).requirement
-          return jsonSchema.pattern !== undefined && requirement.flags === '' ? withPattern(jsonSchema, requirement.source) : undefined
+          const conflict = errors !== undefined && jsonSchema.pattern !== undefined && jsonSchema.pattern !== requirement.source
+          return conflict && requirement.flags === '' ? withPattern(jsonSchema, requirement.source) : undefined
         }
         default:
           return undefined
