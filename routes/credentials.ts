@@ -107,8 +107,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     }
   }
 
-  async function lookup(token: string, hash: string, now: number): Promise<Principal | null> {
-    const kind = secretKind(token)
+  async function lookup(kind: 'key' | 'at', hash: string, now: number): Promise<Principal | null> {
     if (kind === 'key') {
       const key = await findActiveKeyByHash(deps.db, hash, new Date(now))
       if (!key || !sameHash(key.secret_hash, hash)) return null
@@ -146,7 +145,8 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
       if (header === null || header.trim() === '') throw new HttpError(401, AUTHENTICATION_REQUIRED)
       const token = BEARER.exec(header)?.[1]
       // A bad shape or checksum is refused here, before any database work.
-      if (token === undefined || secretKind(token) === null || secretKind(token) === 'rt') throw new HttpError(401, INVALID_TOKEN)
+      const kind = token === undefined ? null : secretKind(token)
+      if (token === undefined || kind === null || kind === 'rt') throw new HttpError(401, INVALID_TOKEN)
       const hash = hashSecret(token)
       const now = ctx.now
       const hit = cache.get(hash)
@@ -158,7 +158,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
         cache.delete(hash)
       }
       const startedAt = epoch
-      const principal = await lookup(token, hash, now)
+      const principal = await lookup(kind, hash, now)
       if (!principal) throw new HttpError(401, INVALID_TOKEN)
       if (principal.kind === 'key') keyUses.set(principal.keyId!, now)
       if (startedAt === epoch && cacheEnabled()) {
