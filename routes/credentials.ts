@@ -36,6 +36,8 @@ export interface Credentials {
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
   familyRevoked(familyId: string): Promise<void>
+  /** Forgets cached sessions of a user whose membership changed, here and in peers. */
+  userChanged(userId: string): Promise<void>
   /** True while positive lookups may be cached (for tests and diagnostics). */
   cacheEnabled(): boolean
   close(): Promise<void>
@@ -78,7 +80,8 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
   function invalidate(id: string): void {
     epoch++
     for (const [hash, entry] of cache) {
-      if (entry.principal.keyId === id || entry.principal.familyId === id) cache.delete(hash)
+      const { keyId, familyId, userId } = entry.principal
+      if (keyId === id || familyId === id || userId === id) cache.delete(hash)
     }
   }
 
@@ -174,6 +177,10 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     async familyRevoked(familyId) {
       invalidate(familyId)
       await publish(familyId)
+    },
+    async userChanged(userId) {
+      invalidate(userId)
+      await publish(userId)
     },
     cacheEnabled,
     async close() {

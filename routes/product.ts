@@ -1,5 +1,5 @@
-// The product API surface (SPEC.md §4–§5, §7): the token endpoint, policies, API keys and the
-// health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
+// The product API surface (SPEC.md §4–§5, §7): the token endpoint, policies, API keys, members
+// and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
 import { createGuard } from './access.ts'
@@ -9,6 +9,7 @@ import type { Deps } from './deps.ts'
 import { healthRoutes } from './health.ts'
 import { REASON } from './http.ts'
 import { keyRoutes } from './keys.ts'
+import { memberRoutes } from './members.ts'
 import { policyRoutes } from './policies.ts'
 import { createRateLimiter } from './ratelimit.ts'
 import type { Surface } from './surface.ts'
@@ -18,7 +19,7 @@ export function createProductSurface(config: Config, deps: Deps): Surface {
   const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api'))
   return {
     name: 'product',
-    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...healthRoutes],
+    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(config, guard, credentials), ...healthRoutes],
     errorBody: (status, error) =>
       error.code
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }

@@ -65,3 +65,68 @@ export async function listMembershipsOfUser(db: Kysely<Database>, userId: string
     .orderBy('organization_id')
     .execute()
 }
+
+export interface Member {
+  user_id: string
+  email: string
+  role: Role
+  created_at: Date
+}
+
+export async function listMembers(db: Kysely<Database>, organizationId: string): Promise<Member[]> {
+  const rows = await db
+    .selectFrom('memberships as m')
+    .innerJoin('users as u', 'u.id', 'm.user_id')
+    .select(['m.user_id', 'u.email', 'm.role', 'm.created_at'])
+    .where('m.organization_id', '=', organizationId)
+    .orderBy('m.created_at')
+    .orderBy('m.user_id')
+    .limit(1000)
+    .execute()
+  return rows.map((row) => ({ ...row, created_at: new Date(row.created_at) }))
+}
+
+export async function findMember(db: Kysely<Database>, organizationId: string, userId: string): Promise<Member | null> {
+  const row = await db
+    .selectFrom('memberships as m')
+    .innerJoin('users as u', 'u.id', 'm.user_id')
+    .select(['m.user_id', 'u.email', 'm.role', 'm.created_at'])
+    .where('m.organization_id', '=', organizationId)
+    .where('m.user_id', '=', userId)
+    .executeTakeFirst()
+  return row ? { ...row, created_at: new Date(row.created_at) } : null
+}
+
+/**
+ * Changes a member's role, or removes them (role null), unless that would leave the
+ * organization without an Owner. Returns 'last-owner' in that case, 'missing' when not a member.
+ */
+export async function changeMembership(
+  db: Kysely<Database>,
+  organizationId: string,
+  userId: string,
+  role: Role | null,
+): Promise<'changed' | 'missing' | 'last-owner'> {
+  return db.transaction().execute(async (trx) => {
+    // Lock the organization's owner rows so two concurrent demotions cannot both pass the check.
+    const owners = await trx
+      .selectFrom('memberships')
+      .select('user_id')
+      .where('organization_id', '=', organizationId)
+      .where('role', '=', 'owner')
+      .forUpdate()
+      .execute()
+    const current = await trx
+      .selectFrom('memberships')
+      .select('role')
+      .where('organization_id', '=', organizationId)
+      .where('user_id', '=', userId)
+      .forUpdate()
+      .executeTakeFirst()
+    if (!current) return 'missing'
+    if (current.role === 'owner' && role !== 'owner' && owners.length <= 1) return 'last-owner'
+    if (role === null) await trx.deleteFrom('memberships').where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+    else await trx.updateTable('memberships').set({ role }).where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+    return 'changed'
+  })
+}
