@@ -1,5 +1,14 @@
 // Deprecation (RFC 9745) and Sunset (RFC 8594) headers from the one lifecycle configuration,
-// per route path and per API version (SPEC.md §9).
+// per route path and per API version (SPEC.md §9). The configuration is JSON, in LIFECYCLE or the
+// file named by LIFECYCLE_FILE (config.ts parses it and refuses a sunset before its deprecation):
+//
+//   {"routes":   {"/waitlist": {"deprecation": "2025-12-31T23:59:59Z", "sunset": "2027-01-31T23:59:59Z",
+//                              "deprecationLink": "https://app.example.com/openapi.json",
+//                              "sunsetLink": "https://app.example.com/openapi.json", "replacement": "/newsletter"}},
+//    "versions": {"v1": {"deprecation": "2027-06-01T00:00:00Z", "sunset": "2027-09-01T00:00:00Z"}}}
+//
+// A route answers 410 from its sunset on. A version only adds headers to requests whose
+// Service-Api-Version names it (v1, 1, 1.0.0 → v1): the header is informational (SPEC.md §9.2).
 import type { Lifecycle, LifecycleEntry } from '../config.ts'
 
 export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> {
