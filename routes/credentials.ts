@@ -11,7 +11,7 @@ import type { Config } from '../config.ts'
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
-import { findPrincipalByAccessHash } from '../storage/tokens.ts'
+import { deleteExpiredTokens, findPrincipalByAccessHash } from '../storage/tokens.ts'
 import type { Deps } from './deps.ts'
 import { HttpError, type RequestContext } from './http.ts'
 
@@ -52,6 +52,7 @@ const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
 const LAST_USED_FLUSH_MS = 30_000
 const RECONNECT_MS = 1_000
+const PRUNE_MS = 3_600_000
 
 interface Entry {
   principal: Principal
@@ -71,6 +72,13 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
 
   const flushTimer = setInterval(() => void flushKeyUses(), LAST_USED_FLUSH_MS)
   flushTimer.unref?.()
+  // Expired tokens never authenticate; deleting them only keeps the tables small.
+  const pruneTimer = setInterval(() => {
+    deleteExpiredTokens(deps.db, new Date(deps.clock())).catch((error: { code?: string }) =>
+      deps.logger.log('warn', 'could not prune expired tokens', { code: error.code ?? null }),
+    )
+  }, PRUNE_MS)
+  pruneTimer.unref?.()
 
   function flush(): void {
     epoch++
@@ -185,6 +193,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     cacheEnabled,
     async close() {
       clearInterval(flushTimer)
+      clearInterval(pruneTimer)
       await feed?.close()
       await flushKeyUses()
     },
