@@ -1,0 +1,59 @@
+// The revocation feed (PostgreSQL LISTEN/NOTIFY): while it is down nothing is cached, so a
+// revocation made without a notification still takes effect on the next request; once it is
+// back, caching resumes.
+import t from 'tap'
+import { createCredentials } from '../routes/credentials.ts'
+import { silentLogger } from '../routes/deps.ts'
+import type { RequestContext } from '../routes/http.ts'
+import { createPostgresPool } from '../storage/connect.ts'
+import { FakeClock, openTestDatabase, TEST_DATABASE_URL, testConfig } from './helpers.ts'
+import { seedWorld } from '../fixtures/seed.ts'
+
+async function waitFor(condition: () => boolean, ms = 5000): Promise<boolean> {
+  const until = Date.now() + ms
+  while (Date.now() < until) {
+    if (condition()) return true
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return condition()
+}
+
+t.test('a lost LISTEN connection turns the cache off until it is back', { skip: TEST_DATABASE_URL ? false : 'needs TEST_DATABASE_URL' }, async (t) => {
+  const database = await openTestDatabase(t)
+  const clock = new FakeClock()
+  const vars = await seedWorld(database.db, clock.now)
+  const name = `steward_feed_test_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
+  const url = new URL(TEST_DATABASE_URL!)
+  url.searchParams.set('application_name', name)
+  const credentials = createCredentials(testConfig(), { db: database.db, clock: clock.read, logger: silentLogger, listenUrl: url.toString() })
+  t.teardown(() => credentials.close())
+  const admin = createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
+  t.teardown(() => admin.end())
+
+  const ctx = { now: clock.now } as RequestContext
+  const request = (token: string) => new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } })
+  t.ok(await waitFor(() => credentials.cacheEnabled()), 'subscribed')
+  await credentials.authenticate(request(vars.VIEWER_KEY_A!), ctx)
+
+  await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1', [name])
+  t.ok(await waitFor(() => !credentials.cacheEnabled()), 'the cache is off once the feed is lost')
+
+  // A revocation nobody announced (e.g. while the feed was down) is seen at once.
+  await database.db.updateTable('api_keys').set({ revoked_at: new Date(clock.now) }).where('id', '=', vars.VIEWER_KEY_ID_A!).execute()
+  await t.rejects(credentials.authenticate(request(vars.VIEWER_KEY_A!), ctx), { status: 401 })
+
+  t.ok(await waitFor(() => credentials.cacheEnabled()), 'resubscribed')
+  await credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx)
+  // Now cached: an unannounced revocation is not seen until the entry ages out (5 s)…
+  await database.db.updateTable('api_keys').set({ revoked_at: new Date(clock.now) }).where('id', '=', vars.MEMBER_KEY_ID_A!).execute()
+  t.ok(await credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx), 'served from the cache')
+  // …while an announced one is seen on the next request.
+  await admin.query(`select pg_notify('steward_credentials', $1)`, [vars.MEMBER_KEY_ID_A])
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  await t.rejects(credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx), { status: 401 })
+  // And the age limit is the safety net for anything missed.
+  await credentials.authenticate(request(vars.MANAGER_KEY_A!), ctx)
+  await database.db.updateTable('api_keys').set({ revoked_at: new Date(clock.now) }).where('id', '=', vars.MANAGER_KEY_ID_A!).execute()
+  clock.advance(5_000)
+  await t.rejects(credentials.authenticate(request(vars.MANAGER_KEY_A!), { now: clock.now } as RequestContext), { status: 401 })
+})
