@@ -9,6 +9,16 @@ import { createPostgresPool } from '../storage/connect.ts'
 import { FakeClock, openTestDatabase, TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { seedWorld } from '../fixtures/seed.ts'
 
+/** The status of the HttpError the check threw, or 0 when it accepted the credential. */
+async function refusal(check: Promise<unknown>): Promise<number> {
+  try {
+    await check
+    return 0
+  } catch (error) {
+    return (error as { status?: number }).status ?? -1
+  }
+}
+
 async function waitFor(condition: () => boolean, ms = 5000): Promise<boolean> {
   const until = Date.now() + ms
   while (Date.now() < until) {
@@ -40,7 +50,7 @@ t.test('a lost LISTEN connection turns the cache off until it is back', { skip: 
 
   // A revocation nobody announced (e.g. while the feed was down) is seen at once.
   await database.db.updateTable('api_keys').set({ revoked_at: new Date(clock.now) }).where('id', '=', vars.VIEWER_KEY_ID_A!).execute()
-  await t.rejects(credentials.authenticate(request(vars.VIEWER_KEY_A!), ctx), { status: 401 })
+  t.equal(await refusal(credentials.authenticate(request(vars.VIEWER_KEY_A!), ctx)), 401)
 
   t.ok(await waitFor(() => credentials.cacheEnabled()), 'resubscribed')
   await credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx)
@@ -50,10 +60,10 @@ t.test('a lost LISTEN connection turns the cache off until it is back', { skip: 
   // …while an announced one is seen on the next request.
   await admin.query(`select pg_notify('steward_credentials', $1)`, [vars.MEMBER_KEY_ID_A])
   await new Promise((resolve) => setTimeout(resolve, 200))
-  await t.rejects(credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx), { status: 401 })
+  t.equal(await refusal(credentials.authenticate(request(vars.MEMBER_KEY_A!), ctx)), 401)
   // And the age limit is the safety net for anything missed.
   await credentials.authenticate(request(vars.MANAGER_KEY_A!), ctx)
   await database.db.updateTable('api_keys').set({ revoked_at: new Date(clock.now) }).where('id', '=', vars.MANAGER_KEY_ID_A!).execute()
   clock.advance(5_000)
-  await t.rejects(credentials.authenticate(request(vars.MANAGER_KEY_A!), { now: clock.now } as RequestContext), { status: 401 })
+  t.equal(await refusal(credentials.authenticate(request(vars.MANAGER_KEY_A!), { now: clock.now } as RequestContext)), 401)
 })
