@@ -181,8 +181,9 @@ export function policyToJson(policy: Policy): v.InferOutput<typeof PolicySchema>
 
 /** The organization a request names must be the credential's; any other answers like a missing one. */
 function ownOrganization(named: string, principal: Principal): string {
-  if (named !== principal.organizationId) throw new HttpError(404, ORGANIZATION_NOT_FOUND)
-  return named
+  // UUIDs compare without regard to case (RFC 9562 §4).
+  if (named.trim().toLowerCase() !== principal.organizationId) throw new HttpError(404, ORGANIZATION_NOT_FOUND)
+  return principal.organizationId
 }
 
 function encodeCursor(policy: Policy): string {
@@ -239,7 +240,7 @@ export function policyRoutes(guard: Guard): Route[] {
     const fromQuery = new URL(request.url).searchParams.get('organization_id')
     const fromBody = body.organization_id
     if (fromBody !== undefined && typeof fromBody !== 'string') throw new HttpError(400, 'organization_id must be a string')
-    if (fromQuery !== null && fromBody !== undefined && fromQuery !== fromBody) {
+    if (fromQuery !== null && fromBody !== undefined && fromQuery.trim().toLowerCase() !== fromBody.trim().toLowerCase()) {
       throw new HttpError(400, 'organization_id in the query and in the body differ')
     }
     const named = fromQuery ?? fromBody
