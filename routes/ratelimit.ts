@@ -32,11 +32,15 @@ export interface PendingCount {
 export interface SharedCounters {
   readonly name: string
   readonly windowMs: number
+  /** Keys whose global count reaches this are pushed to every process, even ones not using them yet. */
+  readonly hot: number
   drain(): PendingCount[]
   /** The global total the store reported after adding a drained delta. */
   merge(pending: PendingCount, global: number): void
   /** A drained delta could not be stored: count it again at the next drain. */
   restore(pending: PendingCount): void
+  /** The global count of a hot key in the current window, whether or not this process saw it. */
+  preload(key: string, start: number, global: number): void
 }
 
 export interface RateLimitSync {
@@ -116,6 +120,7 @@ export function createRateLimiter(
     sync.attach({
       name,
       windowMs,
+      hot: Math.max(1, Math.ceil(rule.limit / 2)),
       drain() {
         const out: PendingCount[] = []
         for (const key of dirty) {
@@ -132,6 +137,16 @@ export function createRateLimiter(
         const window = windows.get(pending.key)
         // Others' share = the global total minus everything this process had counted at drain time.
         if (window && window.start === pending.start) window.remote = Math.max(window.remote, global - pending.local)
+      },
+      preload(key, start, global) {
+        let window = windows.get(key)
+        if (window === undefined || window.start < start) {
+          if (windows.size >= MAX_KEYS) return
+          window = { start, count: 0, drained: 0, remote: 0 }
+          windows.set(key, window)
+        }
+        // `global` holds what this process already stored (at most `drained`).
+        if (window.start === start) window.remote = Math.max(window.remote, global - window.drained)
       },
       restore(pending) {
         const window = windows.get(pending.key)

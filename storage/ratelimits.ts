@@ -6,7 +6,10 @@
 // Bounded overshoot: a process learns the others' counts for a key at its next sync, so with N
 // processes the requests admitted in one window are at most
 //   limit + (N − 1) × (requests one process admits for that key in one sync interval + round trip),
-// and never more than N × limit (each process still stops at `limit` on its own count).
+// and never more than N × limit (each process still stops at `limit` on its own count). A process
+// learns a key's global count when it syncs its own requests on it, and at every sync once the key
+// has used half its limit anywhere (hot keys are pushed to all processes), so a client switching
+// to a fresh process past half its quota is refused at once.
 // With the default 250 ms interval and a client spread over two processes, that is a few requests.
 import { sql, type Kysely } from 'kysely'
 import type { Logger } from '../routes/deps.ts'
@@ -65,11 +68,26 @@ export function createRateLimitStore(
   }
 
   async function syncOnce(): Promise<void> {
+    const now = clock()
     for (const counters of attached) {
       const pending = counters.drain()
       if (pending.length > 0) await share(counters, pending)
+      // Keys past half their limit anywhere: every process learns them, used here yet or not.
+      const start = now - (now % counters.windowMs)
+      try {
+        const hot = await db
+          .selectFrom('rate_limit_counters')
+          .select(['key', 'count'])
+          .where('limiter', '=', counters.name)
+          .where('window_start', '=', start)
+          .where('count', '>=', counters.hot)
+          .limit(10_000)
+          .execute()
+        for (const row of hot) counters.preload(row.key, start, Number(row.count))
+      } catch {
+        // Counting goes on locally; the next sync tries again.
+      }
     }
-    const now = clock()
     if (now - lastCleanup >= CLEANUP_EVERY_MS) {
       lastCleanup = now
       await db.deleteFrom('rate_limit_counters').where('expires_at', '<', now - CLEANUP_EVERY_MS).execute().catch(() => {})

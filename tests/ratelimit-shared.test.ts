@@ -10,8 +10,8 @@ const now = Date.parse('2026-11-22T12:00:10Z')
 
 t.test('counts from another process are added at the next sync', async (t) => {
   const database = await openTestDatabase(t)
-  const storeA = createRateLimitStore(database.db, { intervalMs: 3_600_000 })
-  const storeB = createRateLimitStore(database.db, { intervalMs: 3_600_000 })
+  const storeA = createRateLimitStore(database.db, { intervalMs: 3_600_000, clock: () => now })
+  const storeB = createRateLimitStore(database.db, { intervalMs: 3_600_000, clock: () => now })
   t.teardown(() => Promise.all([storeA.close(), storeB.close()]))
   const a = createRateLimiter(rule, 'api', storeA)
   const b = createRateLimiter(rule, 'api', storeB)
@@ -25,11 +25,13 @@ t.test('counts from another process are added at the next sync', async (t) => {
   t.equal(decisions[2]!.remaining, 0)
   t.notOk(b.take('k', now).allowed, 'the 11th across both processes is refused')
   await storeB.flush()
-  // A refreshes a key's global count when it shares its own requests on it: the next one counts
-  // locally (the bounded overshoot), and after that sync A knows B's share.
-  t.ok(a.take('k', now).allowed, 'A has not seen B’s requests yet: its 7th is allowed')
   await storeA.flush()
-  t.notOk(a.take('k', now).allowed, 'after A’s sync the global count (12) applies')
+  t.notOk(a.take('k', now).allowed, 'A learns B’s count at its next sync (the key is hot: 11 ≥ 10/2)')
+  const fresh = createRateLimiter(rule, 'api', storeB)
+  t.ok(fresh.take('cold', now).allowed)
+  await storeA.flush()
+  await storeB.flush()
+  t.notOk(fresh.take('k', now).allowed, 'a process that never saw the hot key refuses it after one sync')
   const other = a.take('other', now)
   t.ok(other.allowed, 'other keys are unaffected')
   t.equal(other.remaining, 9)
@@ -51,6 +53,8 @@ t.test('a delta that could not be stored is drained again', async (t) => {
   t.same(shared!.drain(), [{ key: 'x', start: now - (now % 60_000), delta: 5, local: 5 }], 'restored delta plus the new request')
   shared!.merge({ key: 'x', start: now - (now % 60_000), delta: 5, local: 5 }, 9)
   t.equal(a.take('x', now).remaining, 0, '6 here + 4 elsewhere = 10')
+  shared!.preload('y', now - (now % 60_000), 8)
+  t.equal(a.take('y', now).remaining, 1, 'a preloaded hot key starts from the global count')
 })
 
 t.test('without a sync the limiter is per process', async (t) => {
