@@ -46,6 +46,12 @@ export function createPostgresPool(url: string, logger: Logger, max = 10): pg.Po
   pool.on('error', (error: Error & { code?: string }) => {
     logger.log('warn', 'database connection lost', { code: error.code ?? null })
   })
+  // The pool listens only to idle clients. A connection lost while checked out (between acquire
+  // and query, or mid-query) emits 'error' on the client itself, which crashed the process (seen
+  // here). Its query is already rejected (→ 503) and the pool drops the client on release.
+  pool.on('connect', (client) => {
+    client.on('error', () => {})
+  })
   return pool
 }
 
