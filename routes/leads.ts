@@ -22,7 +22,8 @@ export const FIELD_LIMITS = Object.freeze({
   analytics_distinct_id: 200,
 })
 
-const CONTROL_OR_SPACE = /[\s\u0000-\u001f\u007f]/u
+// C0 and C1 controls: \s alone misses U+0080–U+009F (NEL and friends).
+const CONTROL_OR_SPACE = /[\s\u0000-\u001f\u007f-\u009f]/u
 const LOCAL_PART = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.\-\u0080-\uffff]+$/u
 const DOMAIN_LABEL = /^(?!-)[\p{L}\p{N}-]{1,63}(?<!-)$/u
 
