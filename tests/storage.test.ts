@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql, type Kysely } from 'kysely'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { silentLogger } from '../routes/deps.ts'
 import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
 import { countLeads, insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, normalizeEmail, streamLeads } from '../storage/leads.ts'
@@ -129,8 +129,6 @@ function driverChecks(t: Test, handle: () => DatabaseHandle, kind: string): void
   })
 }
 
-type Test = Parameters<Parameters<typeof t.test>[1] & {}>[0]
-
 let main: DatabaseHandle | null = null
 t.before(async () => {
   main = await openTestDatabase(t)
@@ -160,26 +158,13 @@ t.test('a PGlite data directory keeps its leads across a close and reopen', asyn
   await t.rejects(sql`select 1`.execute(idle.db), 'a query after close fails')
 
   const second = await open()
-  let closed = false
-  t.teardown(async () => {
-    if (!closed) await second.close()
-  })
+  t.teardown(() => second.close())
   t.same(await migrateToLatest(second.db), [], 'nothing to apply on reopen')
   t.same(await subscribers(second.db, [email]), [email])
   t.equal(await insertSubscriptionUnlessRegistered(second.db, subscription(email.toUpperCase()), AT), false, 'still a duplicate after reopen')
 
   // On a PostgreSQL run this instance also covers the PGlite driver.
-  if (DATABASE_KIND === 'postgres') {
-    await new Promise<void>((resolve) => {
-      t.test('the same driver checks on PGlite', async (t) => {
-        driverChecks(t, () => second, 'pglite')
-      })
-      resolve()
-    })
-  }
-  t.teardown(async () => {
-    closed = true
-  })
+  if (DATABASE_KIND === 'postgres') driverChecks(t, () => second, 'pglite')
 })
 
 async function laterMigrations(): Promise<string[]> {
