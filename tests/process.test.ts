@@ -124,6 +124,13 @@ t.test('start, serve, SIGTERM with a request in flight', async (t) => {
   t.match(malformed, /^HTTP\/1\.1 400 Bad Request\r\n/)
   t.match(malformed, /\{"error":"Malformed HTTP request"\}$/)
 
+  // Through the real adapter: an oversized body is refused, and no X-Powered-By.
+  const big = await fetch(`${server.url}/newsletter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'big@example.com', pad: 'x'.repeat(20_000) }) })
+  t.equal(big.status, 413)
+  t.equal(await big.text(), '{"error":"Request body is larger than 16384 bytes"}')
+  t.equal(big.headers.get('x-powered-by'), null)
+  t.equal(big.headers.get('x-content-type-options'), 'nosniff')
+
   // A request whose body is still arriving when SIGTERM comes.
   const { hostname, port } = new URL(server.url)
   const body = JSON.stringify({ email: inflight })
