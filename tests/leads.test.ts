@@ -143,6 +143,12 @@ t.test('happy path', async (t) => {
     t.equal(response.status, 200)
   })
 
+  t.test('a query string (e.g. UTM tags) on a lead path changes nothing', async (t) => {
+    const response = await post('/newsletter?utm_source=site&utm_campaign=spring', { email: uniqueEmail('utm') })
+    t.equal(response.status, 200)
+    t.equal(response.text, OK)
+  })
+
   t.test('Service-Api-Version with any value changes nothing', async (t) => {
     for (const version of ['1.0.0', 'v1', 'v2', '99.1.0', 'nonsense', '']) {
       const newsletter = await post('/newsletter', { email: uniqueEmail('version') }, { 'service-api-version': version })
