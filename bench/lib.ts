@@ -1,7 +1,7 @@
 // Shared by the bench scripts: start a real Steward server process on a runtime, wait until it
 // listens, stop it with SIGTERM; create and drop a throwaway PostgreSQL database.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { closeSync, existsSync, openSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
@@ -42,13 +42,19 @@ export interface ServerProcess {
  * (LOG_LEVEL is forced to info for that line; pass LOG_LEVEL in env to override after start is
  * detected through a probe instead).
  */
-export async function startServer(runtime: Runtime, env: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
+export async function startServer(
+  runtime: Runtime,
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  /** Send stdout (the JSON log) to this file instead of a pipe to us (as a log collector would). */
+  logFile?: string,
+): Promise<ServerProcess> {
   const [cmd, args] = runtimeCommand(runtime, 'server.ts', ['start'])
   const level = env.LOG_LEVEL ?? 'info'
-  if (level === 'info' || level === 'debug') return startProcess(runtime, cmd, args, { ...env, LOG_LEVEL: level }, timeoutMs)
+  if (!logFile && (level === 'info' || level === 'debug')) return startProcess(runtime, cmd, args, { ...env, LOG_LEVEL: level }, timeoutMs)
   // Quieter levels print no "listening" line: choose the port here and poll it instead.
   const port = await freePort()
-  return startProcess(runtime, cmd, args, { ...env, PORT: String(port) }, timeoutMs, `http://127.0.0.1:${port}`)
+  return startProcess(runtime, cmd, args, { ...env, LOG_LEVEL: level, PORT: String(port) }, timeoutMs, `http://127.0.0.1:${port}`, logFile)
 }
 
 /** A port nothing listens on right now (the kernel's pick for port 0). */
@@ -72,12 +78,15 @@ export async function startProcess(
   timeoutMs = 60_000,
   /** Poll this URL for any HTTP answer instead of waiting for a "listening" line. */
   probe?: string,
+  logFile?: string,
 ): Promise<ServerProcess> {
+  const logFd = logFile ? openSync(logFile, 'a') : null
   const child = spawn(cmd, args, {
     cwd: ROOT,
     env: { ...process.env, HOST: '127.0.0.1', PORT: '0', ...env, NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', logFd ?? 'pipe', 'pipe'],
   })
+  if (logFd !== null) closeSync(logFd)
   let out = ''
   let keep = true
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
@@ -95,7 +104,7 @@ export async function startProcess(
         resolve(match[1]!)
       }
     }
-    child.stdout!.on('data', onData)
+    child.stdout?.on('data', onData)
     child.stderr!.on('data', onData)
     if (probe) {
       const poll = async () => {

@@ -8,7 +8,7 @@
 // Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/test); a scratch database is created and dropped.
 // Writes bench/RESULTS.md. About 4–5 minutes.
-import { writeFileSync } from 'node:fs'
+import { rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
@@ -43,6 +43,7 @@ let pool: pg.Pool | null = null
 async function cleanup(): Promise<void> {
   await Promise.all(servers.map((s) => s.stop(5000).catch(() => {})))
   await pool?.end().catch(() => {})
+  rmSync(join(os.tmpdir(), `steward-bench-access-${process.pid}.log`), { force: true })
   await scratch?.drop().catch(() => {})
 }
 
@@ -78,7 +79,8 @@ try {
     return null
   })
   if (adminUrl) {
-    await start('steward-node-info', () => startServer('node', { ...env, LOG_LEVEL: 'info' }))
+    // Access log on: one JSON line per request, to a file as a log collector would take it.
+    await start('steward-node-info', () => startServer('node', { ...env, LOG_LEVEL: 'info' }, 60_000, join(os.tmpdir(), `steward-bench-access-${process.pid}.log`)))
     await start('steward-bun', () => startServer('bun', env))
     await start('steward-deno', () => startServer('deno', env))
     const [cmd, args] = runtimeCommand('node', 'bench/fastify-reference.ts')

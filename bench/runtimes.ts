@@ -44,9 +44,7 @@ async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): P
   try {
     const replayArgs: string[] = []
     if (hasSeed()) {
-      // PGlite allows one process per data dir: migrate and seed before the server opens it.
-      const migrated = await tsx('server.ts', ['migrate'], env)
-      if (migrated.code !== 0) return `migrate failed: ${migrated.output.slice(-500)}`
+      // PGlite allows one process per data dir: seed (which migrates) before the server opens it.
       const vars = join(work, 'vars.json')
       const seeded = await tsx('fixtures/seed.ts', ['--out', vars], env)
       if (seeded.code !== 0) return `seed failed: ${seeded.output.slice(-500)}`
@@ -58,7 +56,11 @@ async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): P
     const stopped = await server.stop()
     const ms = Date.now() - started
     const problems: string[] = []
-    if (replay.code !== 0 || !summary) problems.push(`replay: ${replay.output.trim().split('\n').slice(-8).join(' | ')}`)
+    if (replay.code !== 0 || !summary) {
+      const lines = replay.output.trim().split('\n')
+      const failures = lines.filter((l) => l.startsWith('not ok')).slice(0, 3).map((l) => l.slice(0, 220))
+      problems.push(`replay ${lines.at(-1)}: ${failures.join(' | ')}`)
+    }
     if (stopped.code !== 0) problems.push(`SIGTERM exit: code ${stopped.code}, signal ${stopped.signal} after ${stopped.ms} ms\n${server.output().slice(-800)}`)
     if (problems.length > 0) return problems.join('; ')
     console.log(`ok - ${runtime} + ${database}: fixtures ${summary![1]} passed, ${summary![2]} failed; SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)

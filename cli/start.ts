@@ -15,7 +15,7 @@ export interface RunningServer {
 }
 
 export async function startServer(config: Config): Promise<RunningServer> {
-  const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel)
+  const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel, batchedStdout())
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger })
   const applied = await migrateToLatest(database.db)
   if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
@@ -47,4 +47,29 @@ export async function startServer(config: Config): Promise<RunningServer> {
   }
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop())
   return { port: server.port, stopped, stop }
+}
+
+/**
+ * Log lines written once per event-loop turn instead of one write each: stdout to a pipe is a
+ * synchronous write(2) per call on Linux, which at LOG_LEVEL=info cost a syscall per request.
+ * Whatever is pending is written synchronously on exit.
+ */
+function batchedStdout(): (line: string) => void {
+  let pending = ''
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (pending === '') return
+    const out = pending
+    pending = ''
+    process.stdout.write(out)
+  }
+  process.once('exit', flush)
+  return (line) => {
+    pending += line + '\n'
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
 }

@@ -134,7 +134,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     })
   }
   router.all('*', (request: IRequest, ctx: RequestContext) =>
-    errorResponse(fallback, new HttpError(404, `No resource at ${new URL(request.url).pathname}`), ctx),
+    errorResponse(fallback, new HttpError(404, `No resource at ${pathOf(request.url)}`), ctx),
   )
 
   return {
@@ -152,7 +152,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       }
       response = finish(response, request, ctx, head)
       if (config.logLevel === 'debug' || config.logLevel === 'info') {
-        const path = new URL(request.url).pathname
+        const path = pathOf(request.url)
         // The path only: a query string may hold a token someone sent by mistake.
         deps.logger.log('info', 'request', {
           requestId: ctx.requestId,
@@ -187,6 +187,21 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       return withSurfaceHeaders(surface, response)
     }
   }
+}
+
+/**
+ * The pathname of a request URL without parsing it again (the router already did): request.url is
+ * an absolute, already-normalized URL, so the path runs from the first "/" after "//" to "?"/"#".
+ */
+export function pathOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2)
+  if (start < 0) return '/'
+  let end = url.length
+  const query = url.indexOf('?', start)
+  if (query >= 0) end = query
+  const hash = url.indexOf('#', start)
+  if (hash >= 0 && hash < end) end = hash
+  return url.slice(start, end)
 }
 
 function withSurfaceHeaders(surface: Surface, response: Response): Response {
