@@ -432,6 +432,17 @@ t.test('database faults', async (t) => {
     await proxy.start(port)
     const back = await send(uniqueEmail('proxy'))
     t.equal(back.status, 200, 'back without a restart')
+
+    // Lost in the middle of a statement: the query never gets its answer, then the link drops.
+    proxy.frozen = true
+    const pending = send(uniqueEmail('proxy'))
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await proxy.stop()
+    const midQuery = await pending
+    t.equal(midQuery.status, 503, 'a connection lost mid-query answers 503')
+    proxy.frozen = false
+    await proxy.start(port)
+    t.equal((await send(uniqueEmail('proxy'))).status, 200, 'and recovers again')
   })
 })
 
@@ -439,6 +450,7 @@ t.test('database faults', async (t) => {
 class TcpProxy {
   #server: Server | null = null
   readonly #sockets = new Set<Socket>()
+  frozen = false
   constructor(
     readonly host: string,
     readonly port: number,
@@ -455,7 +467,10 @@ class TcpProxy {
           upstream.destroy()
         })
       }
-      client.pipe(upstream)
+      // While frozen, what the client sends never reaches the server (a statement left hanging).
+      client.on('data', (chunk) => {
+        if (!this.frozen) upstream.write(chunk)
+      })
       upstream.pipe(client)
     })
     this.#server = server
