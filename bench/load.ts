@@ -2,7 +2,7 @@
 // closed-loop maximum throughput through autocannon (keep-alive, no pipelining), an open-loop
 // fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
 // only 2xx latencies), and a bare pg loop for the database baselines.
-import http from 'node:http'
+import net from 'node:net'
 import autocannon from 'autocannon'
 import type pg from 'pg'
 
@@ -55,61 +55,88 @@ export interface Latency {
 }
 
 /**
- * Sends `rate` requests per second for `seconds` over at most `connections` keep-alive sockets and
- * measures each from its scheduled send time (so queueing behind a slow response is counted).
+ * Sends `rate` requests per second for `seconds` over `connections` keep-alive sockets (one request
+ * in flight per socket, no pipelining) with a minimal HTTP/1.1 client on raw sockets, so the
+ * client stays far below the server's cost. Each request is timed from the moment it was due
+ * (as seen by the scheduler) to the end of its response: waiting for a free socket behind a slow
+ * response counts (no coordinated omission), the scheduler's own timer lag does not.
  */
 export async function fixedRateLatency(base: string, spec: RequestSpec, rate: number, seconds: number, connections = 10): Promise<Latency> {
   const url = new URL(base)
-  const agent = new http.Agent({ keepAlive: true, maxSockets: connections })
-  const total = Math.max(1, Math.round(rate * seconds))
-  const interval = 1000 / rate
+  const head = (body: string | undefined) =>
+    `${spec.method} ${spec.path} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: keep-alive\r\n` +
+    Object.entries({ ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } : {}), ...spec.headers })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('') +
+    '\r\n' +
+    (body ?? '')
+  const fixed = typeof spec.body === 'function' ? null : head(spec.body)
   const samples: number[] = []
   let errors = 0
-  const pending = new Set<Promise<void>>()
-  const start = performance.now()
-  const send = (scheduled: number): Promise<void> =>
-    new Promise<void>((resolve) => {
-      const body = typeof spec.body === 'function' ? spec.body() : spec.body
-      const request = http.request(
-        {
-          agent,
-          host: url.hostname,
-          port: url.port,
-          method: spec.method,
-          path: spec.path,
-          headers: { ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}), ...spec.headers },
-        },
-        (response) => {
-          response.resume()
-          response.once('end', () => {
-            samples.push(performance.now() - scheduled)
-            resolve()
-          })
-        },
-      )
-      request.once('error', () => {
-        errors++
-        resolve()
+  const due: number[] = []
+  const idle: Array<(start: number) => void> = []
+  const sockets: net.Socket[] = []
+  await Promise.all(
+    Array.from({ length: connections }, () => new Promise<void>((resolve, reject) => {
+      const socket = net.connect(Number(url.port), url.hostname, () => resolve())
+      socket.setNoDelay(true)
+      socket.once('error', reject)
+      sockets.push(socket)
+      let buffer: Buffer = Buffer.alloc(0)
+      let started = 0
+      const send = (start: number) => {
+        started = start
+        socket.write(fixed ?? head((spec.body as () => string)()))
+      }
+      const next = () => {
+        const start = due.shift()
+        if (start === undefined) idle.push(send)
+        else send(start)
+      }
+      socket.on('data', (chunk: Buffer) => {
+        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
+        for (;;) {
+          const end = buffer.indexOf('\r\n\r\n')
+          if (end < 0) return
+          const headers = buffer.subarray(0, end).toString('latin1')
+          const length = /\r\ncontent-length: *(\d+)/i.exec(headers)
+          let total: number
+          if (length) total = end + 4 + Number(length[1])
+          else if (/\r\ntransfer-encoding: *chunked/i.test(headers)) {
+            const last = buffer.indexOf('\r\n0\r\n\r\n', end)
+            if (last < 0) return
+            total = last + 7
+          } else total = end + 4
+          if (buffer.length < total) return
+          buffer = buffer.subarray(total)
+          if (!/^HTTP\/1\.1 [1-5]\d\d/.test(headers)) errors++
+          samples.push(performance.now() - started)
+          next()
+        }
       })
-      request.end(body)
-    })
-  let next = 0
-  while (next < total) {
+      idle.push(send)
+    })),
+  )
+  const total = Math.max(1, Math.round(rate * seconds))
+  const interval = 1000 / rate
+  const begin = performance.now()
+  let scheduled = 0
+  while (scheduled < total && performance.now() - begin < seconds * 3000) {
     const now = performance.now()
-    while (next < total && start + next * interval <= now) {
-      const p = send(start + next * interval)
-      pending.add(p)
-      void p.then(() => pending.delete(p))
-      next++
+    while (scheduled < total && begin + scheduled * interval <= now) {
+      scheduled++
+      const send = idle.pop()
+      if (send) send(now)
+      else due.push(now)
     }
     await new Promise((resolve) => setTimeout(resolve, 1))
-    if (performance.now() - start > seconds * 1000 * 3) break
   }
-  await Promise.race([Promise.all(pending), new Promise((resolve) => setTimeout(resolve, 10_000))])
-  agent.destroy()
+  const deadline = performance.now() + 10_000
+  while (samples.length + errors < scheduled && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+  for (const socket of sockets) socket.destroy()
   samples.sort((a, b) => a - b)
   const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))] ?? NaN
-  return { p50: at(0.5), p99: at(0.99), sent: next, rate, errors }
+  return { p50: at(0.5), p99: at(0.99), sent: scheduled, rate, errors }
 }
 
 /** `workers` concurrent loops of one query for `seconds`: completions per second. */
