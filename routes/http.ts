@@ -54,7 +54,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (/^(08|57P0|53)/.test(code)) return true
   }
   if (typeof message === 'string') {
-    return /timeout exceeded when trying to connect|Connection terminated|connection (is )?closed|Client has encountered a connection error|PGlite is closed|database is closed/i.test(
+    return /timeout exceeded when trying to connect|Connection terminated|connection (is )?closed|Client has encountered a connection error|PGlite is closed|database is closed|driver has already been destroyed/i.test(
       message,
     )
   }

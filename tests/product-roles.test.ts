@@ -98,4 +98,15 @@ t.test('GET /health', async (t) => {
     t.equal(res.headers.get('retry-after'), '5')
     t.same(await jsonOf(res), { status: 'Service Unavailable', error: 'Database unavailable' })
   })
+
+  t.test('a data route answers 503, not 500, once the database driver is destroyed', async (t) => {
+    const { isDatabaseUnavailable } = await import('../routes/http.ts')
+    t.ok(isDatabaseUnavailable(new Error('driver has already been destroyed')))
+    const fresh = await productApp(t)
+    await fresh.db.destroy()
+    const res = await fresh.call('GET', `/policies?organization_id=${fresh.vars.ORG_A}`, { token: fresh.vars.VIEWER_KEY_A })
+    t.equal(res.status, 503)
+    t.equal(res.headers.get('retry-after'), '5')
+    t.same(await jsonOf(res), { status: 'Service Unavailable', error: 'Service temporarily unavailable; try again shortly' })
+  })
 })
