@@ -130,6 +130,8 @@ const userAdd: Command = {
         user = (await createUserUnlessExists(db, email, await hashPassword(password, config.passwordHashCost), now)).user
       }
       await setMembership(db, user.id, orgId, role, now)
+      // A changed role also caps the keys this user created: servers drop cached lookups at once.
+      await notifyRevocation(db, user.id)
       io.stdout.write(`${email} is ${role} of ${orgId}\n`)
       return 0
     })
@@ -217,8 +219,9 @@ const keyList: Command = {
   },
 }
 
-async function notifyRevocation(db: DatabaseHandle['db'], keyId: string): Promise<void> {
-  await sql`select pg_notify(${REVOCATION_CHANNEL}, ${keyId})`.execute(db).catch(() => {})
+/** Tells servers on PostgreSQL to forget cached lookups of a key, or of a user's sessions and keys. */
+async function notifyRevocation(db: DatabaseHandle['db'], id: string): Promise<void> {
+  await sql`select pg_notify(${REVOCATION_CHANNEL}, ${id})`.execute(db).catch(() => {})
 }
 
 export const provisionCommands: readonly Command[] = [orgCreate, userAdd, keyCreate, keyRotate, keyRevoke, keyList]

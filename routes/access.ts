@@ -13,8 +13,8 @@ export type Scope = 'policies:read' | 'policies:write' | 'keys:manage' | 'member
 
 export const ROLES = ['owner', 'admin', 'manager', 'member', 'viewer'] as const satisfies readonly Role[]
 
-/** Higher outranks lower; a key's role never exceeds its creator's. */
-export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer: 0, member: 1, manager: 2, admin: 3, owner: 4 })
+/** Higher outranks lower; a key's role never exceeds its creator's (enforced in storage/keys.ts). */
+export { ROLE_RANK } from '../storage/keys.ts'
 
 /** PRODUCT.md "Roles and what they may do", as the scopes of discovery metadata. */
 export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({

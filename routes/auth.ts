@@ -20,6 +20,8 @@ const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' }
 const BAD_LOGIN = 'Invalid email or password'
 const BAD_KEY = 'Invalid API key'
 const BAD_REFRESH = 'Refresh token is invalid, expired or already used'
+/** SECURITY.md: a spent refresh token presented again this soon is a client retry, not a theft. */
+const REFRESH_RETRY_GRACE_SECONDS = 10
 
 function tokenError(status: number, code: string, message: string, headers?: Record<string, string>): HttpError {
   return new HttpError(status, message, { code, headers })
@@ -208,11 +210,17 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
 
   async function refreshGrant(ctx: RequestContext, token: unknown): Promise<Grant> {
     if (token === undefined) throw tokenError(400, 'invalid_request', 'refresh_token is required')
-    if (typeof token !== 'string' || secretKind(token) !== 'rt') throw tokenError(400, 'invalid_grant', BAD_REFRESH)
+    // Refresh tokens are guessed per client, not per account: count failures against the client.
+    const account = 'refresh'
+    throttle(ctx, account)
+    if (typeof token !== 'string' || secretKind(token) !== 'rt') {
+      failed(ctx, account)
+      throw tokenError(400, 'invalid_grant', BAD_REFRESH)
+    }
     const result = await rotateRefreshToken(
       ctx.deps.db,
       hashSecret(token),
-      { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds },
+      { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds, retryGraceSeconds: REFRESH_RETRY_GRACE_SECONDS },
       new Date(ctx.now),
     )
     if (result.outcome === 'reused') {
@@ -220,7 +228,10 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
       await credentials.familyRevoked(result.familyId)
       ctx.deps.logger.log('warn', 'refresh token reused; session revoked', { requestId: ctx.requestId })
     }
-    if (result.outcome !== 'rotated') throw tokenError(400, 'invalid_grant', BAD_REFRESH)
+    if (result.outcome !== 'rotated') {
+      failed(ctx, account)
+      throw tokenError(400, 'invalid_grant', BAD_REFRESH)
+    }
     return { accessToken: result.tokens.accessToken, refreshToken: result.tokens.refreshToken, organizationId: result.organizationId, role: result.role }
   }
 
@@ -335,12 +346,14 @@ const loginDoc: OperationDoc = {
 const refreshDoc: OperationDoc = {
   operationId: 'refreshToken',
   summary: 'Exchange a refresh token for a new token pair',
-  description: 'The refresh token is spent; presenting a spent one again revokes its whole session (RFC 9700 §4.14.2).',
+  description:
+    'The refresh token is spent. Presented again within 10 seconds (a client retry) it yields a fresh pair in the same session; later, it revokes the whole session (RFC 9700 §4.14.2). Repeated failures from one client → 429.',
   tags: TAGS,
   scopes: null,
   body: { schema: RefreshRequestSchema, mediaTypes: ['application/json', 'application/x-www-form-urlencoded'], required: true },
   responses: {
     200: { description: 'A new access and refresh token.', schema: TokenResponseSchema, headers: NO_STORE },
     ...tokenErrors({}),
+    429: { description: 'too_many_requests: too many failed refreshes from this client.', schema: TokenErrorSchema, headers: { 'Retry-After': 'Seconds to wait.' } },
   },
 }

@@ -22,6 +22,11 @@ export interface Principal {
   /** The API key behind the credential: the key itself, or the key a token was minted from. */
   readonly keyId: string | null
   readonly userId: string | null
+  /**
+   * For a key or a key's token: the user whose current role caps it (PRODUCT.md: a key's role
+   * never exceeds its creator's); null for an operator's key and for user sessions.
+   */
+  readonly keyCreatorUserId: string | null
   readonly familyId: string | null
   /** Rate-limit and audit identity: "key:<uuid>" or "user:<uuid>". */
   readonly subject: string
@@ -36,7 +41,7 @@ export interface Credentials {
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
   familyRevoked(familyId: string): Promise<void>
-  /** Forgets cached sessions of a user whose membership changed, here and in peers. */
+  /** Forgets cached sessions of a user whose membership changed, and every key (and key token) they cap, here and in peers. */
   userChanged(userId: string): Promise<void>
   /** True while positive lookups may be cached (for tests and diagnostics). */
   cacheEnabled(): boolean
@@ -88,8 +93,8 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
   function invalidate(id: string): void {
     epoch++
     for (const [hash, entry] of cache) {
-      const { keyId, familyId, userId } = entry.principal
-      if (keyId === id || familyId === id || userId === id) cache.delete(hash)
+      const { keyId, familyId, userId, keyCreatorUserId } = entry.principal
+      if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id) cache.delete(hash)
     }
   }
 
@@ -128,6 +133,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
         kind: 'key',
         keyId: key.id,
         userId: null,
+        keyCreatorUserId: key.created_by_user_id,
         familyId: null,
         subject: `key:${key.id}`,
         expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
@@ -142,6 +148,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
         kind: 'session',
         keyId: found.api_key_id,
         userId: found.user_id,
+        keyCreatorUserId: found.key_creator_user_id,
         familyId: found.family_id,
         subject: found.user_id ? `user:${found.user_id}` : `key:${found.api_key_id}`,
         expiresAt: found.expires_at,

@@ -83,8 +83,12 @@ export function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema>
   }
 }
 
+/**
+ * Who a new or rotated key answers to. A key made by a key (or a key's token) inherits that key's
+ * capping user, so it cannot outlive a demotion of the person behind the chain.
+ */
 function creatorOf(principal: Principal): { userId: string | null; keyId: string | null } {
-  return principal.userId ? { userId: principal.userId, keyId: null } : { userId: null, keyId: principal.keyId }
+  return principal.userId ? { userId: principal.userId, keyId: null } : { userId: principal.keyCreatorUserId, keyId: principal.keyId }
 }
 
 function assertRoleWithin(principal: Principal, role: Role, what: string): void {
@@ -183,7 +187,8 @@ const readDoc: OperationDoc = {
 const createDoc: OperationDoc = {
   operationId: 'createApiKey',
   summary: 'Create an API key',
-  description: "The role may not exceed the caller's. The secret is in the response this once.",
+  description:
+    "The role may not exceed the caller's, and for as long as the key lives it acts with the lower of its role and its creating user's current role; it stops (401) if that user leaves the organization. The secret is in the response this once.",
   tags: TAGS,
   scopes: ['keys:manage'],
   body: { schema: ApiKeyCreateSchema, mediaTypes: ['application/json'], required: true },

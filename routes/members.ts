@@ -106,6 +106,7 @@ export function memberRoutes(config: Config, guard: Guard, credentials: Credenti
     const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, role)
     if (outcome === 'missing') throw new HttpError(404, MEMBER_NOT_FOUND)
     if (outcome === 'last-owner') throw new HttpError(409, LAST_OWNER)
+    // The user's sessions, and the keys they created (capped at their role), change on the next request.
     await credentials.userChanged(member.user_id)
     return json(200, memberToJson({ ...member, role }))
   }
@@ -116,7 +117,7 @@ export function memberRoutes(config: Config, guard: Guard, credentials: Credenti
     const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, null)
     if (outcome === 'missing') throw new HttpError(404, MEMBER_NOT_FOUND)
     if (outcome === 'last-owner') throw new HttpError(409, LAST_OWNER)
-    // The user's sessions in this organization stop on the next request.
+    // The user's sessions in this organization, and the keys they created, stop on the next request.
     await credentials.userChanged(member.user_id)
     return noContent()
   }
@@ -156,7 +157,7 @@ const addDoc: OperationDoc = {
 const updateDoc: OperationDoc = {
   operationId: 'updateMember',
   summary: "Change a member's role",
-  description: "The member's sessions take the new role on their next request.",
+  description: "The member's sessions take the new role on their next request; API keys they created act with at most the new role.",
   tags: TAGS,
   scopes: ['members:manage'],
   body: { schema: MemberUpdateSchema, mediaTypes: ['application/json'], required: true },
@@ -169,7 +170,7 @@ const updateDoc: OperationDoc = {
 const removeDoc: OperationDoc = {
   operationId: 'removeMember',
   summary: 'Remove a member from the organization',
-  description: "The member's sessions in this organization stop on their next request.",
+  description: "The member's sessions in this organization, and the API keys they created, stop on their next request.",
   tags: TAGS,
   scopes: ['members:manage'],
   responses: { 204: { description: 'Removed.' }, ...protectedErrors({ ...OWNERS, 404: 'No such member ("Member not found").', 409: 'The last Owner cannot be removed.' }) },

@@ -24,7 +24,9 @@ export interface NewApiKey {
   organizationId: string
   name: string
   role: Role
+  /** The user whose current role caps the key: its creator, or the user a creating key answers to. */
   createdByUserId: string | null
+  /** The key that created it, when a key did. */
   createdByKeyId: string | null
   expiresAt: Date | null
 }
@@ -33,9 +35,20 @@ export interface NewApiKey {
 export interface ActiveKey {
   id: string
   organization_id: string
+  /** The effective role: the key's own, lowered to its creator's current role (see lowerRole). */
   role: Role
   secret_hash: string
   expires_at: Date | null
+  /** The user whose current role caps the key; null for an operator's key. */
+  created_by_user_id: string | null
+}
+
+/** Higher outranks lower (PRODUCT.md's role table, top to bottom). */
+export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer: 0, member: 1, manager: 2, admin: 3, owner: 4 })
+
+/** PRODUCT.md: a key's role never exceeds its creator's, so the lower of the two applies. */
+export function lowerRole(a: Role, b: Role | null): Role {
+  return b !== null && ROLE_RANK[b] < ROLE_RANK[a] ? b : a
 }
 
 const COLUMNS = [
@@ -75,7 +88,8 @@ function toRecord(row: KeyRow): ApiKeyRecord {
     name: row.name,
     role: row.role,
     prefix: row.display_prefix,
-    created_by: row.created_by_user_id ? `user:${row.created_by_user_id}` : row.created_by_key_id ? `key:${row.created_by_key_id}` : 'operator',
+    // A key made by a key also records the user it answers to; the key is the direct creator.
+    created_by: row.created_by_key_id ? `key:${row.created_by_key_id}` : row.created_by_user_id ? `user:${row.created_by_user_id}` : 'operator',
     created_at: new Date(row.created_at),
     expires_at: row.expires_at ? new Date(row.expires_at) : null,
     revoked_at: row.revoked_at ? new Date(row.revoked_at) : null,
@@ -134,15 +148,30 @@ export async function findApiKeyById(db: Kysely<Database>, keyId: string): Promi
   return row ? toRecord(row as KeyRow) : null
 }
 
+/**
+ * The key behind a secret, if it authenticates now: not revoked, not expired, and its creator
+ * (when a user) still a member of the organization. One query: the creator's membership is joined
+ * so a demotion or removal applies on the very next lookup, with no stored copy to fall behind.
+ */
 export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: string, now: Date): Promise<ActiveKey | null> {
   const row = await db
-    .selectFrom('api_keys')
-    .select(['id', 'organization_id', 'role', 'secret_hash', 'expires_at'])
-    .where('secret_hash', '=', secretHash)
-    .where('revoked_at', 'is', null)
-    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+    .selectFrom('api_keys as k')
+    .leftJoin('memberships as c', (join) => join.onRef('c.user_id', '=', 'k.created_by_user_id').onRef('c.organization_id', '=', 'k.organization_id'))
+    .select(['k.id', 'k.organization_id', 'k.role', 'k.secret_hash', 'k.expires_at', 'k.created_by_user_id', 'c.role as creator_role'])
+    .where('k.secret_hash', '=', secretHash)
+    .where('k.revoked_at', 'is', null)
+    .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', now)]))
+    .where((eb) => eb.or([eb('k.created_by_user_id', 'is', null), eb('c.role', 'is not', null)]))
     .executeTakeFirst()
-  return row ? { ...row, expires_at: row.expires_at ? new Date(row.expires_at) : null } : null
+  if (!row) return null
+  return {
+    id: row.id,
+    organization_id: row.organization_id,
+    role: lowerRole(row.role, row.creator_role),
+    secret_hash: row.secret_hash,
+    expires_at: row.expires_at ? new Date(row.expires_at) : null,
+    created_by_user_id: row.created_by_user_id,
+  }
 }
 
 /** Revokes the key now. Returns false when it was not found in the organization or already revoked. */

@@ -64,6 +64,7 @@ export interface ApiKeyTable {
   secret_hash: string
   /** The first characters of the secret, shown in listings to recognise a key. */
   display_prefix: string
+  /** The user whose current role caps the key (also set when a key created it); null: an operator's key. */
   created_by_user_id: string | null
   created_by_key_id: string | null
   created_at: Timestamp

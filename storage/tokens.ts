@@ -3,6 +3,7 @@
 // nothing of HTTP.
 import type { Kysely } from 'kysely'
 import type { Database, Role } from './schema.ts'
+import { lowerRole } from './keys.ts'
 import { generateSecret, hashSecret } from './secrets.ts'
 
 export interface FamilyOwner {
@@ -21,6 +22,8 @@ export interface TokenPrincipal {
   user_id: string | null
   api_key_id: string | null
   role: Role
+  /** The user whose current role caps the token's key; null for user sessions and operator keys. */
+  key_creator_user_id: string | null
   token_hash: string
   /** The earliest of the token's and its key's expiry, in ms. */
   expires_at: number
@@ -79,7 +82,9 @@ async function issuePair(
 
 /**
  * The principal of a live access token: its family not revoked, its key (if any) neither revoked
- * nor expired, its user (if any) still a member. A user session takes the member's current role.
+ * nor expired and its key's creator (if a user) still a member, its user (if any) still a member.
+ * A user session takes the member's current role; a key's token the lower of its role at minting
+ * and the key creator's current role.
  */
 export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash: string, now: Date): Promise<TokenPrincipal | null> {
   const row = await db
@@ -87,14 +92,31 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
     .innerJoin('token_families as f', 'f.id', 'a.family_id')
     .leftJoin('api_keys as k', 'k.id', 'f.api_key_id')
     .leftJoin('memberships as m', (join) => join.onRef('m.user_id', '=', 'f.user_id').onRef('m.organization_id', '=', 'f.organization_id'))
-    .select(['a.token_hash', 'a.expires_at', 'f.id as family_id', 'f.organization_id', 'f.user_id', 'f.api_key_id', 'f.role', 'k.expires_at as key_expires_at', 'm.role as member_role'])
+    .leftJoin('memberships as c', (join) => join.onRef('c.user_id', '=', 'k.created_by_user_id').onRef('c.organization_id', '=', 'f.organization_id'))
+    .select([
+      'a.token_hash',
+      'a.expires_at',
+      'f.id as family_id',
+      'f.organization_id',
+      'f.user_id',
+      'f.api_key_id',
+      'f.role',
+      'k.expires_at as key_expires_at',
+      'k.created_by_user_id as key_creator_user_id',
+      'm.role as member_role',
+      'c.role as creator_role',
+    ])
     .where('a.token_hash', '=', tokenHash)
     .where('a.expires_at', '>', now)
     .where('f.revoked_at', 'is', null)
     .where((eb) =>
       eb.or([
         eb('f.api_key_id', 'is', null),
-        eb.and([eb('k.revoked_at', 'is', null), eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', now)])]),
+        eb.and([
+          eb('k.revoked_at', 'is', null),
+          eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', now)]),
+          eb.or([eb('k.created_by_user_id', 'is', null), eb('c.role', 'is not', null)]),
+        ]),
       ]),
     )
     .where((eb) => eb.or([eb('f.user_id', 'is', null), eb('m.role', 'is not', null)]))
@@ -107,7 +129,8 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
     organization_id: row.organization_id,
     user_id: row.user_id,
     api_key_id: row.api_key_id,
-    role: (row.user_id ? row.member_role : row.role) as Role,
+    role: row.user_id ? (row.member_role as Role) : lowerRole(row.role, row.creator_role),
+    key_creator_user_id: row.key_creator_user_id,
     token_hash: row.token_hash,
     expires_at: Math.min(tokenExpiry, keyExpiry),
   }
@@ -115,23 +138,27 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
 
 export type RefreshOutcome =
   | { outcome: 'rotated'; tokens: IssuedTokens; organizationId: string; role: Role; userId: string | null; apiKeyId: string | null }
-  /** A spent token came back: its family is now revoked (RFC 9700 §4.14.2). */
+  /** A spent token came back after the retry grace: its family is now revoked (RFC 9700 §4.14.2). */
   | { outcome: 'reused'; familyId: string }
   | { outcome: 'invalid' }
 
+export interface RefreshLifetimes {
+  accessSeconds: number
+  refreshSeconds: number
+  /** How long after it was spent a refresh token may be presented again as a client retry. */
+  retryGraceSeconds: number
+}
+
 /**
  * Spends the refresh token and issues the next pair in its family, in one transaction. The
- * conditional UPDATE lets exactly one of several concurrent uses win; the others find it spent
- * and revoke the family, so at most one live family survives a race.
+ * conditional UPDATE lets exactly one of several concurrent uses spend it. A spent token presented
+ * again within the retry grace (a client that lost the response) gets a fresh pair in the same
+ * family: secrets are stored hashed, so the first successor cannot be handed out again. Later, it
+ * revokes the family. Either way every pair stays in the one family, revoked as a unit.
  */
-export async function rotateRefreshToken(
-  db: Kysely<Database>,
-  tokenHash: string,
-  lifetimes: { accessSeconds: number; refreshSeconds: number },
-  now: Date,
-): Promise<RefreshOutcome> {
-  const result = await db.transaction().execute(async (trx): Promise<RefreshOutcome> => {
-    const spent = await trx
+export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string, lifetimes: RefreshLifetimes, now: Date): Promise<RefreshOutcome> {
+  return db.transaction().execute(async (trx): Promise<RefreshOutcome> => {
+    let spent = await trx
       .updateTable('refresh_tokens')
       .set({ spent_at: now })
       .where('token_hash', '=', tokenHash)
@@ -142,14 +169,17 @@ export async function rotateRefreshToken(
     if (!spent) {
       const known = await trx
         .selectFrom('refresh_tokens')
-        .select(['family_id', 'spent_at'])
+        .select(['family_id', 'spent_at', 'expires_at'])
         .where('token_hash', '=', tokenHash)
         .executeTakeFirst()
-      if (known?.spent_at) {
+      if (!known?.spent_at) return { outcome: 'invalid' }
+      const sinceSpent = now.getTime() - new Date(known.spent_at).getTime()
+      const live = new Date(known.expires_at) > now
+      if (!live || sinceSpent >= lifetimes.retryGraceSeconds * 1000) {
         await revokeFamily(trx, known.family_id, now)
         return { outcome: 'reused', familyId: known.family_id }
       }
-      return { outcome: 'invalid' }
+      spent = { family_id: known.family_id, expires_at: known.expires_at }
     }
     const family = await trx
       .selectFrom('token_families as f')
@@ -173,7 +203,6 @@ export async function rotateRefreshToken(
       apiKeyId: family.api_key_id,
     }
   })
-  return result
 }
 
 export async function revokeFamily(db: Kysely<Database>, familyId: string, now: Date): Promise<void> {

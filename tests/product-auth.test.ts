@@ -114,9 +114,16 @@ t.test('refresh tokens', async (t) => {
     await b.body?.cancel()
   })
 
-  t.test('replaying a spent refresh token revokes the whole family', async (t) => {
+  async function familyOf(accessToken: string): Promise<string> {
+    const { hashSecret } = await import('../storage/secrets.ts')
+    const row = await app.db.selectFrom('access_tokens').select('family_id').where('token_hash', '=', hashSecret(accessToken)).executeTakeFirstOrThrow()
+    return row.family_id
+  }
+
+  t.test('replaying a spent refresh token 10 s or more after its use revokes the whole family', async (t) => {
     const first = await session()
     const second = await jsonOf(await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } }))
+    app.clock.advance(10_000)
     t.equal((await app.call('GET', `/policies/${vars.POLICY_B}`, { token: second.access_token })).status, 200, 'warm cache')
     const replay = await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })
     t.equal(replay.status, 400)
@@ -128,24 +135,62 @@ t.test('refresh tokens', async (t) => {
     await next.body?.cancel()
   })
 
+  t.test('a spent refresh token presented again within 10 s (a client retry) yields a fresh pair in the same family', async (t) => {
+    const first = await session()
+    const second = await jsonOf(await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } }))
+    app.clock.advance(9_999)
+    const res = await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })
+    t.equal(res.status, 200)
+    const retry = await jsonOf(res)
+    t.not(retry.access_token, second.access_token)
+    t.not(retry.refresh_token, second.refresh_token)
+    t.equal(retry.organization_id, vars.ORG_B)
+    t.equal(await familyOf(retry.access_token), await familyOf(first.access_token), 'same family')
+    t.equal((await app.call('GET', `/policies/${vars.POLICY_B}`, { token: second.access_token })).status, 200, 'the first successor still works')
+    t.equal((await app.call('GET', `/policies/${vars.POLICY_B}`, { token: retry.access_token })).status, 200)
+    // The grace counts from the first use, not from the retry.
+    app.clock.advance(1)
+    const late = await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })
+    t.equal(late.status, 400)
+    await late.body?.cancel()
+    for (const token of [first.access_token, second.access_token, retry.access_token]) {
+      t.equal((await app.call('GET', `/policies/${vars.POLICY_B}`, { token })).status, 401, 'the whole family is revoked')
+    }
+    const next = await app.call('POST', '/auth/refresh', { json: { refresh_token: retry.refresh_token } })
+    t.equal(next.status, 400)
+    await next.body?.cancel()
+  })
+
   t.test('concurrent refreshes of one token leave at most one usable family', async (t) => {
     const first = await session()
+    const family = await familyOf(first.access_token)
     const results = await Promise.all(Array.from({ length: 8 }, () => app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })))
-    const ok = results.filter((r) => r.status === 200)
-    t.ok(ok.length <= 1, `${ok.length} succeeded`)
+    const pairs: Array<{ access_token: string; refresh_token: string }> = []
     for (const r of results) {
-      if (r.status === 200) continue
-      t.equal(r.status, 400)
-      await r.body?.cancel()
+      if (r.status === 200) pairs.push(await jsonOf(r))
+      else {
+        t.equal(r.status, 400)
+        await r.body?.cancel()
+      }
     }
+    t.ok(pairs.length >= 1, `${pairs.length} succeeded, within the retry grace`)
+    const families = new Set(await Promise.all(pairs.map((pair) => familyOf(pair.access_token))))
+    t.same([...families], [family], 'every successor is in the original family')
+    // One family, revoked as a unit: a replay after the grace ends every successor.
+    app.clock.advance(10_000)
+    const replay = await app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })
+    t.equal(replay.status, 400)
+    await replay.body?.cancel()
     let usable = 0
-    for (const r of ok) {
-      const body = await jsonOf(r)
-      const use = await app.call('GET', `/policies/${vars.POLICY_B}`, { token: body.access_token })
+    for (const pair of pairs) {
+      const use = await app.call('GET', `/policies/${vars.POLICY_B}`, { token: pair.access_token })
       if (use.status === 200) usable++
       await use.body?.cancel()
+      const refresh = await app.call('POST', '/auth/refresh', { json: { refresh_token: pair.refresh_token } })
+      if (refresh.status === 200) usable++
+      await refresh.body?.cancel()
     }
-    t.ok(usable <= 1)
+    t.equal(usable, 0)
   })
 
   t.test('a refresh token is not a bearer token', async (t) => {
@@ -320,6 +365,36 @@ t.test('security', async (t) => {
     await right.body?.cancel()
     limited.clock.advance(60_000)
     const later = await limited.call('POST', '/auth/login', { json: { email: limited.vars.USER_EMAIL_A, password: limited.vars.USER_PASSWORD_A } })
+    t.equal(later.status, 200)
+    await later.body?.cancel()
+  })
+
+  t.test('repeated refresh failures from one client answer 429 with Retry-After', async (t) => {
+    const { generateSecret } = await import('../storage/secrets.ts')
+    const limited = await productApp(t, { env: { LOGIN_RATE_LIMIT: '3/60' } })
+    const login = await jsonOf(await limited.call('POST', '/auth/login', { json: { email: limited.vars.USER_EMAIL_A, password: limited.vars.USER_PASSWORD_A } }))
+    const statuses: number[] = []
+    let last: Response | undefined
+    for (const token of ['stw_rt_nope', generateSecret('rt'), generateSecret('rt'), generateSecret('rt')]) {
+      last = await limited.call('POST', '/auth/refresh', { json: { refresh_token: token } })
+      statuses.push(last.status)
+      if (statuses.length < 4) await last.body?.cancel()
+    }
+    t.same(statuses, [400, 400, 400, 429])
+    t.equal(last!.headers.get('retry-after'), '60')
+    t.equal(last!.headers.get('cache-control'), 'no-store')
+    t.same(await jsonOf(last!), { status: 'Too Many Requests', error: 'too_many_requests', error_description: 'Too many failed attempts; retry later' })
+    const viaForm = await limited.call('POST', '/auth/login', form({ grant_type: 'refresh_token', refresh_token: generateSecret('rt') }))
+    t.equal(viaForm.status, 429, 'the same throttle on the token endpoint')
+    await viaForm.body?.cancel()
+    const valid = await limited.call('POST', '/auth/refresh', { json: { refresh_token: login.refresh_token } })
+    t.equal(valid.status, 429, 'the throttle is checked before the token')
+    await valid.body?.cancel()
+    const elsewhere = await limited.call('POST', '/auth/refresh', { json: { refresh_token: generateSecret('rt') }, conn: { remoteAddress: '127.0.0.2' } })
+    t.equal(elsewhere.status, 400, 'another client has its own budget')
+    await elsewhere.body?.cancel()
+    limited.clock.advance(60_000)
+    const later = await limited.call('POST', '/auth/refresh', { json: { refresh_token: login.refresh_token } })
     t.equal(later.status, 200)
     await later.body?.cancel()
   })
