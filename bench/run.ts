@@ -48,6 +48,20 @@ async function cleanup(): Promise<void> {
 }
 
 const log = (line: string) => console.log(line)
+
+/** Fixed reading notes appended to every RESULTS.md. */
+const NOTES = [
+  '## Reading these numbers',
+  '',
+  '- Two cores are shared by the server, PostgreSQL and the load generator (and, on a shared CI or dev machine, whatever else runs): ' +
+    'absolute figures move by ±20 % between runs; the ratios from alternating rounds are steadier, but not exact.',
+  '- GET /health does a database round trip per request (SPEC: a probe that checks the database), so its ceiling is the pg round trip, ' +
+    'not the router: compare it with Fastify (same query) rather than with the bare fetch function. The 404 row is the router and middleware alone.',
+  '- Database routes are bounded by PostgreSQL on the same two cores: the bare pg loop does no HTTP at all, so it gets the core the HTTP server would use.',
+  '- Other measurements, same machine: `node --import tsx bench/keys.ts` (warm key check cost, revocation delay across processes) and ' +
+    '`node --import tsx bench/overshoot.ts [limit]` (rate-limit overshoot across two processes).',
+  '',
+]
 const started = Date.now()
 const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
 
@@ -244,8 +258,7 @@ try {
   lines.push('| route | target | statuses |', '|---|---|---|')
   for (const s of scenarios) if (s.target !== 'pg-loop') lines.push(`| ${s.route} | ${s.target} | ${statuses(s.route, s.target)} |`)
   lines.push('', `Total run time ${((Date.now() - started) / 1000).toFixed(0)} s.`, '')
-  const extra = process.env.BENCH_NOTES_FILE
-  if (extra) lines.push(`See also ${extra}.`, '')
+  lines.push(...NOTES)
   writeFileSync(resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS.md'), lines.join('\n'))
   log(lines.join('\n'))
 } finally {
