@@ -12,7 +12,6 @@ import type { Deps } from './routes/deps.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
-import { withRateLimitSync } from './routes/ratelimit.ts'
 import { createFetch, type FetchHandler, type Surface } from './routes/surface.ts'
 
 export type { Config } from './config.ts'
@@ -32,11 +31,9 @@ export interface Steward extends FetchHandler {
 
 /** Builds the fetch handler. Pure: no I/O until a request arrives. */
 export function createHandler(config: Config, deps: Deps): Steward {
-  // Rate limiters built by the surfaces share counts through deps.rateLimits when given.
-  const { leads, product } = withRateLimitSync(deps.rateLimits, () => ({
-    leads: createLeadSurface(config),
-    product: createProductSurface(config, deps),
-  }))
+  // Rate limiters share counts across processes through deps.rateLimits when given.
+  const leads = createLeadSurface(config, deps)
+  const product = createProductSurface(config, deps)
   // Discovery describes the other surfaces: its documents are built once from their routes.
   const discovery = createDiscoverySurface(config, [leads, product])
   const all: Surface[] = [discovery, product, leads]

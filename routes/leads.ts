@@ -6,6 +6,7 @@ import { HttpError, json, mediaType, parseJsonObject, readText, type RequestCont
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
 import type { OperationDoc, Route, Surface } from './surface.ts'
 import type { Config } from '../config.ts'
+import type { Deps } from './deps.ts'
 import type { IRequest } from 'itty-router'
 
 export const MISSING_FIELDS = 'Missing required fields'
@@ -146,8 +147,9 @@ function emptyToNull(value: string | undefined): string | null {
   return value === undefined || value === '' ? null : value
 }
 
-export function createLeadSurface(config: Config): Surface {
-  const limiter: RateLimiter = createRateLimiter(config.leadRateLimit)
+export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'> = {}): Surface {
+  // Shared across processes when the deps carry a rate-limit store (several servers, one PostgreSQL).
+  const limiter: RateLimiter = createRateLimiter(config.leadRateLimit, 'leads', deps.rateLimits ?? null)
 
   /** Per-client throttle (OWASP API6): refuses a flood before reading its body. */
   function throttle(ctx: RequestContext): Record<string, string> {

@@ -16,7 +16,7 @@ import type { Surface } from './surface.ts'
 
 export function createProductSurface(config: Config, deps: Deps): Surface {
   const credentials = createCredentials(config, deps)
-  const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api'))
+  const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null))
   return {
     name: 'product',
     routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(config, guard, credentials), ...healthRoutes],

@@ -50,21 +50,6 @@ export interface RateLimitSync {
 /** Keys kept at most; past this the oldest windows are dropped (bounded memory under a flood). */
 const MAX_KEYS = 100_000
 
-// Limiters are built inside surface constructors, which take no Deps: createHandler names the
-// sync for the duration of that synchronous construction (see withRateLimitSync).
-let ambientSync: RateLimitSync | null = null
-
-/** Builds surfaces whose limiters share counts through `sync` (null: local only). */
-export function withRateLimitSync<T>(sync: RateLimitSync | null | undefined, build: () => T): T {
-  const previous = ambientSync
-  ambientSync = sync ?? null
-  try {
-    return build()
-  } finally {
-    ambientSync = previous
-  }
-}
-
 interface Window {
   start: number
   /** Counted by this process in this window. */
@@ -78,7 +63,7 @@ interface Window {
 export function createRateLimiter(
   rule: RateLimitRule,
   name = 'default',
-  sync: RateLimitSync | null = ambientSync,
+  sync: RateLimitSync | null = null,
 ): RateLimiter & { readonly name: string } {
   const windows = new Map<string, Window>()
   const dirty = new Set<string>()
