@@ -125,12 +125,19 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
   for (const [path, allowed] of allowByPath) {
     const surface = surfaceByPath.get(path)!
     const allow = [...allowed]
+    // A deprecated path says so on every answer, a 405 or a preflight included.
+    const entry = config.lifecycle.routes[path]
+    const lifecycle = entry ? lifecycleHeaders(entry) : null
     router.all(path, (request: IRequest, ctx: RequestContext) => {
-      if (request.method === 'OPTIONS') return preflight(config, request, allow)
-      const error = new HttpError(405, `Method ${request.method} is not allowed on ${path}; use ${allow.join(', ')}`, {
-        headers: { Allow: [...allow, 'OPTIONS'].join(', ') },
-      })
-      return withSurfaceHeaders(surface, errorResponse(surface, error, ctx))
+      let response: Response
+      if (request.method === 'OPTIONS') response = preflight(config, request, allow)
+      else {
+        const error = new HttpError(405, `Method ${request.method} is not allowed on ${path}; use ${allow.join(', ')}`, {
+          headers: { Allow: [...allow, 'OPTIONS'].join(', ') },
+        })
+        response = withSurfaceHeaders(surface, errorResponse(surface, error, ctx))
+      }
+      return lifecycle ? withHeaders(response, lifecycle) : response
     })
   }
   router.all('*', (request: IRequest, ctx: RequestContext) =>

@@ -149,3 +149,20 @@ t.test("a route's own lifecycle wins over its version's", async (t) => {
   t.equal(response.headers.get('sunset'), 'Sun, 31 Jan 2027 23:59:59 GMT')
   t.equal(response.headers.get('link'), null, 'no links configured for the route')
 })
+
+t.test('a wrong method and a preflight on the deprecated /waitlist carry its Deprecation and Sunset', async (t) => {
+  const { request } = await createTestApp(t)
+  const wrong = await request('/waitlist', { method: 'GET' })
+  t.equal(wrong.status, 405)
+  t.equal(wrong.headers.get('deprecation'), '@1767225599')
+  t.equal(wrong.headers.get('sunset'), 'Sun, 31 Jan 2027 23:59:59 GMT')
+  const preflight = await request('/waitlist', {
+    method: 'OPTIONS',
+    headers: { Origin: 'https://www.example.com', 'Access-Control-Request-Method': 'POST' },
+  })
+  t.equal(preflight.status, 204)
+  t.equal(preflight.headers.get('deprecation'), '@1767225599')
+  const current = await request('/newsletter', { method: 'GET' })
+  t.equal(current.status, 405)
+  t.equal(current.headers.get('deprecation'), null, 'a current path carries none')
+})
