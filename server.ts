@@ -5,8 +5,7 @@
 //   node --import tsx server.ts start      (npm start)
 //   bun server.ts start
 //   deno run -A server.ts start
-import { realpathSync } from 'node:fs'
-import { pathToFileURL } from 'node:url'
+import { isEntryPoint } from './cli/command.ts'
 import { loadConfig, type Config } from './config.ts'
 import type { Deps } from './routes/deps.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
@@ -49,19 +48,8 @@ export function createHandler(config: Config, deps: Deps): Steward {
   }
 }
 
-function isEntryPoint(): boolean {
-  const meta = import.meta as ImportMeta & { main?: boolean }
-  if (typeof meta.main === 'boolean') return meta.main // Bun, Deno
-  const script = process.argv[1]
-  if (!script) return false
-  try {
-    return import.meta.url === pathToFileURL(realpathSync(script)).href
-  } catch {
-    return false
-  }
-}
 
-if (isEntryPoint()) {
+if (isEntryPoint(import.meta)) {
   // No top-level await: `start` imports this module again, which must finish evaluating first.
   void import('./cli/main.ts')
     .then(({ runCli }) => runCli(process.argv.slice(2), process.env))

@@ -1,4 +1,6 @@
 // The shape of an operator command, and the flag parser they share.
+import { realpathSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
 import type { Config } from '../config.ts'
 
 export interface Io {
@@ -44,4 +46,17 @@ export function stringFlag(args: ParsedArgs, name: string, fallback?: string): s
   if (typeof value === 'string' && value !== '') return value
   if (fallback !== undefined) return fallback
   throw new UsageError(`--${name} is required`)
+}
+
+/** True when the module whose `import.meta` is given is the script being run (Node, Bun, Deno). */
+export function isEntryPoint(meta: ImportMeta): boolean {
+  const main = (meta as ImportMeta & { main?: boolean }).main
+  if (typeof main === 'boolean') return main // Bun, Deno
+  const script = process.argv[1]
+  if (!script) return false
+  try {
+    return meta.url === pathToFileURL(realpathSync(script)).href
+  } catch {
+    return false
+  }
 }

@@ -8,11 +8,11 @@ import { exportLeads, openOutput } from './export.ts'
 import { provisionCommands } from './provision.ts'
 
 /** Opens the configured database, migrated, for one command; closes it afterwards. */
-export async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle, applied: string[]) => Promise<T>): Promise<T> {
   const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: createJsonLogger('warn') })
   try {
-    await migrateToLatest(handle.db)
-    return await work(handle)
+    const applied = await migrateToLatest(handle.db)
+    return await work(handle, applied)
   } finally {
     await handle.close()
   }
@@ -35,14 +35,10 @@ const migrate: Command = {
   usage: 'migrate',
   summary: 'bring the database schema up to date and exit',
   async run(_args, config, io) {
-    const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: createJsonLogger('warn') })
-    try {
-      const names = await migrateToLatest(handle.db)
-      io.stdout.write(names.length > 0 ? `applied: ${names.join(', ')}\n` : 'schema is up to date\n')
-    } finally {
-      await handle.close()
-    }
-    return 0
+    return withDatabase(config, async (_handle, applied) => {
+      io.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n')
+      return 0
+    })
   },
 }
 
