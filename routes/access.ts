@@ -5,9 +5,9 @@ import * as v from 'valibot'
 import type { Role } from '../storage/schema.ts'
 import { SECRET_PATTERN } from '../storage/secrets.ts'
 import type { Credentials, Principal } from './credentials.ts'
-import { HttpError, json, mediaType, parseJsonObject, readText, type RequestContext } from './http.ts'
+import { HttpError, json, mediaType, parseJsonObject, readText, reply, setHeaders, type Reply, type RequestContext } from './http.ts'
 import { rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
-import { withHeaders, type ResponseDoc } from './surface.ts'
+import type { ResponseDoc } from './surface.ts'
 
 export type Scope = 'policies:read' | 'policies:write' | 'keys:manage' | 'members:manage'
 
@@ -40,7 +40,7 @@ export const ProductErrorSchema = v.pipe(
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
-export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Response>
+export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Reply>
 
 /**
  * SPEC.md §5.1: credentials travel only in the Authorization header. One found in the URL is
@@ -68,7 +68,7 @@ export function requireSecureTransport(ctx: RequestContext): void {
 }
 
 export interface Guard {
-  protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Response>
+  protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Reply>
 }
 
 export function createGuard(credentials: Credentials, limiter: RateLimiter & { readonly name: string }): Guard {
@@ -84,7 +84,9 @@ export function createGuard(credentials: Credentials, limiter: RateLimiter & { r
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
           throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }
-        return withHeaders(await handler(request, ctx, principal), headers)
+        const answer = await handler(request, ctx, principal)
+        setHeaders(answer, headers)
+        return answer
       }
     },
   }
@@ -120,12 +122,12 @@ export function refuseFields(body: Record<string, unknown>, allowed: readonly st
   }
 }
 
-export function created(body: unknown, location: string): Response {
+export function created(body: unknown, location: string): Reply {
   return json(201, body, { Location: location })
 }
 
-export function noContent(): Response {
-  return new Response(null, { status: 204 })
+export function noContent(): Reply {
+  return reply(204, null)
 }
 
 const RETRY = { 'Retry-After': 'Seconds to wait before retrying.' }

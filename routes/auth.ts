@@ -12,7 +12,7 @@ import { rotateRefreshToken, startSession } from '../storage/tokens.ts'
 import { findUserByEmail, listMembershipsOfUser } from '../storage/users.ts'
 import { refuseCredentialsInUrl, requireSecureTransport, RoleSchema, ROLE_SCOPES, UUID } from './access.ts'
 import type { Credentials } from './credentials.ts'
-import { HttpError, json, mediaType, parseForm, parseJsonObject, readText, type RequestContext } from './http.ts'
+import { HttpError, json, mediaType, parseForm, parseJsonObject, readText, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 /** RFC 6749 §5.1: token responses are never cached. */
@@ -126,7 +126,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     perClient.record(ctx.clientAddress, ctx.now)
   }
 
-  function respond(grant: Grant): Response {
+  function respond(grant: Grant): Reply {
     const body: Record<string, unknown> = {
       access_token: grant.accessToken,
       token_type: 'Bearer',
@@ -268,7 +268,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     throw tokenError(400, 'unsupported_grant_type', 'grant_type must be client_credentials or refresh_token')
   }
 
-  async function login(request: IRequest, ctx: RequestContext): Promise<Response> {
+  async function login(request: IRequest, ctx: RequestContext): Promise<Reply> {
     return tokenEndpoint(request, ctx, async () => {
       const { form, params } = await readBody(request, ctx)
       if (form || params.grant_type !== undefined) return respond(await byGrantType(request, ctx, params))
@@ -278,7 +278,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     })
   }
 
-  async function refresh(request: IRequest, ctx: RequestContext): Promise<Response> {
+  async function refresh(request: IRequest, ctx: RequestContext): Promise<Reply> {
     return tokenEndpoint(request, ctx, async () => {
       const { form, params } = await readBody(request, ctx)
       if (form || params.grant_type !== undefined) {
@@ -296,7 +296,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
 }
 
 /** Every error of the token endpoint carries an RFC 6749 §5.2-style code and no-store headers. */
-async function tokenEndpoint(request: Request, ctx: RequestContext, grant: () => Promise<Response>): Promise<Response> {
+async function tokenEndpoint(request: Request, ctx: RequestContext, grant: () => Promise<Reply>): Promise<Reply> {
   try {
     refuseCredentialsInUrl(request)
     requireSecureTransport(ctx)

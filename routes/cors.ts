@@ -2,6 +2,7 @@
 // Never Access-Control-Allow-Credentials: the API has no cookies, and credentials with a
 // wildcard or an arbitrary echoed origin would let any site act as the user.
 import type { Config } from '../config.ts'
+import { reply, type Reply } from './http.ts'
 
 const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
 const ALLOWED_HEADERS = 'Content-Type, Service-Api-Version, Authorization, X-Request-Id'
@@ -21,7 +22,7 @@ export function corsHeaders(config: Config, request: Request): Record<string, st
 }
 
 /** Answer to an OPTIONS request: a CORS preflight (204) or a plain capability query. */
-export function preflight(config: Config, request: Request, allow: readonly string[]): Response {
+export function preflight(config: Config, request: Request, allow: readonly string[]): Reply {
   const methods = [...new Set([...allow, 'OPTIONS'])].join(', ')
   const headers: Record<string, string> = { Allow: methods, ...corsHeaders(config, request) }
   if (request.headers.get('access-control-request-method') !== null && headers['Access-Control-Allow-Origin']) {
@@ -33,5 +34,5 @@ export function preflight(config: Config, request: Request, allow: readonly stri
     headers['Access-Control-Allow-Headers'] = requested.length > 0 ? requested.join(', ') : ALLOWED_HEADERS
     headers['Access-Control-Max-Age'] = '7200'
   }
-  return new Response(null, { status: 204, headers })
+  return reply(204, null, headers)
 }

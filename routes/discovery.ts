@@ -13,7 +13,7 @@ import { LOGO_SVG } from '../wellknown/logo.ts'
 import { buildAuthorizationServerMetadata } from '../wellknown/oauth-authorization-server.ts'
 import { buildProtectedResourceMetadata, protectedResourceSuffixes } from '../wellknown/oauth-protected-resource.ts'
 import { API_VERSION, buildOpenApi } from '../wellknown/openapi.ts'
-import { HttpError } from './http.ts'
+import { HttpError, reply, type Reply } from './http.ts'
 import type { OperationDoc, ResponseDoc, Route, Surface } from './surface.ts'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
@@ -55,12 +55,12 @@ function notModified(request: Request, etag: string): boolean {
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag)
 }
 
-export function serveDocument(document: StaticDocument, request: Request): Response {
+export function serveDocument(document: StaticDocument, request: Request): Reply {
   if (notModified(request, document.etag)) {
     const { 'Content-Type': _type, ...headers } = document.headers
-    return new Response(null, { status: 304, headers })
+    return reply(304, null, headers)
   }
-  return new Response(document.body, { status: 200, headers: document.headers })
+  return reply(200, document.body, document.headers)
 }
 
 const NOT_MODIFIED: ResponseDoc = { description: 'Not modified: If-None-Match matched the current ETag.' }

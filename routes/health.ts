@@ -1,8 +1,9 @@
 // GET /health (SPEC.md §4): public probe with a database round trip; 503 when it fails.
-import { sql } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import * as v from 'valibot'
 import { ProductErrorSchema } from './access.ts'
-import { json, type RequestContext } from './http.ts'
+import { json, type Reply, type RequestContext } from './http.ts'
+import type { Database } from '../storage/schema.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 const CHECK_TIMEOUT_MS = 2000
@@ -16,20 +17,61 @@ export const HealthSchema = v.pipe(
   v.title('Health'),
 )
 
-async function databaseAnswers(ctx: RequestContext): Promise<boolean> {
+async function databaseAnswers(db: Kysely<Database>): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), CHECK_TIMEOUT_MS)))
   try {
     // A probe must answer within its own deadline even when the pool is exhausted.
-    return await Promise.race([sql`select 1`.execute(ctx.deps.db).then(() => true, () => false), timeout])
+    return await Promise.race([sql`select 1`.execute(db).then(() => true, () => false), timeout])
   } finally {
     clearTimeout(timer)
   }
 }
 
-async function health(_request: Request, ctx: RequestContext): Promise<Response> {
-  if (await databaseAnswers(ctx)) return json(200, { status: 'ok', database: 'ok', time: new Date(ctx.now).toISOString() })
-  return json(503, { status: 'Service Unavailable', error: 'Database unavailable' }, { 'Retry-After': '5' })
+interface Checks {
+  /** The check under way, if any. */
+  running: Promise<boolean> | null
+  /** The check that starts when `running` ends, shared by every request that arrived meanwhile. */
+  next: Promise<boolean> | null
+}
+
+/**
+ * Concurrent probes share one `select 1` instead of sending one each (under load the probe
+ * queries crowded out real work in the pool). Never a cached answer: a request shares only a
+ * check that starts after it arrived — the one it starts itself when none is under way, or
+ * else the next one, which starts as soon as the current one ends.
+ */
+function createDatabaseCheck(): (db: Kysely<Database>) => Promise<boolean> {
+  // Per database: tests and embedders may serve several from one process.
+  const byDatabase = new WeakMap<Kysely<Database>, Checks>()
+  function start(checks: Checks, db: Kysely<Database>): Promise<boolean> {
+    const check = databaseAnswers(db)
+    checks.running = check
+    void check.then(() => {
+      if (checks.running === check) checks.running = null
+    })
+    return check
+  }
+  return (db) => {
+    let checks = byDatabase.get(db)
+    if (checks === undefined) byDatabase.set(db, (checks = { running: null, next: null }))
+    if (checks.running === null) return start(checks, db)
+    const waiting = checks
+    waiting.next ??= waiting.running!.then(() => {
+      waiting.next = null
+      return start(waiting, db)
+    })
+    return waiting.next
+  }
+}
+
+export function healthRoutes(): Route[] {
+  const checkDatabase = createDatabaseCheck()
+  async function health(_request: Request, ctx: RequestContext): Promise<Reply> {
+    if (await checkDatabase(ctx.deps.db)) return json(200, { status: 'ok', database: 'ok', time: new Date(ctx.now).toISOString() })
+    return json(503, { status: 'Service Unavailable', error: 'Database unavailable' }, { 'Retry-After': '5' })
+  }
+  return [{ method: 'GET', path: '/health', handler: health, doc }]
 }
 
 const doc: OperationDoc = {
@@ -43,4 +85,3 @@ const doc: OperationDoc = {
   },
 }
 
-export const healthRoutes: readonly Route[] = [{ method: 'GET', path: '/health', handler: health, doc }]

@@ -6,7 +6,7 @@ import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type
 import type { Role } from '../storage/schema.ts'
 import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, ROLE_RANK, RoleSchema, UUID, type Guard } from './access.ts'
 import type { Credentials, Principal } from './credentials.ts'
-import { HttpError, json, type RequestContext } from './http.ts'
+import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const KEY_NOT_FOUND = 'API key not found'
@@ -103,16 +103,16 @@ async function targetKey(request: IRequest, ctx: RequestContext, principal: Prin
 }
 
 export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
-  async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const keys = await listApiKeys(ctx.deps.db, principal.organizationId)
     return json(200, { keys: keys.map(keyToJson) })
   }
 
-  async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     return json(200, keyToJson(await targetKey(request, ctx, principal)))
   }
 
-  async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
     refuseFields(body, ['name', 'role', 'expires_at'], ['key_id', 'organization_id', 'prefix', 'created_by', 'created_at', 'revoked_at', 'last_used_at', 'api_key'])
     const input = parseWith(ApiKeyCreateSchema, body)
@@ -127,7 +127,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     return created({ ...keyToJson(key), api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.key_id}`)
   }
 
-  async function rotate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function rotate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const old = await targetKey(request, ctx, principal)
     if (old.revoked_at) throw new HttpError(400, 'This API key is revoked; create a new one instead')
     const body = await readJsonBody(request, ctx, { optional: true })
@@ -142,7 +142,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.key_id}`)
   }
 
-  async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const key = await targetKey(request, ctx, principal)
     assertRoleWithin(principal, key.role, 'revoke')
     await revokeApiKey(ctx.deps.db, principal.organizationId, key.key_id, new Date(ctx.now))

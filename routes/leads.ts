@@ -2,7 +2,7 @@
 // POST /newsletter and its legacy alias POST /waitlist. No credentials; posted to by browsers.
 import * as v from 'valibot'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
-import { HttpError, json, mediaType, parseJsonObject, readText, type RequestContext } from './http.ts'
+import { HttpError, json, mediaType, parseJsonObject, readText, type Reply, type RequestContext } from './http.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
 import type { OperationDoc, Route, Surface } from './surface.ts'
 import type { Config } from '../config.ts'
@@ -159,7 +159,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     return headers
   }
 
-  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Response> {
+  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Reply> {
     const headers = throttle(ctx)
     const lead = validate(DemoRequestSchema, await readLeadBody(request, ctx))
     const stored = await insertDemoRequestUnlessRegistered(
@@ -180,7 +180,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   }
 
   function subscribe(via: string) {
-    return async (request: IRequest, ctx: RequestContext): Promise<Response> => {
+    return async (request: IRequest, ctx: RequestContext): Promise<Reply> => {
       const headers = throttle(ctx)
       const lead = validate(NewsletterRequestSchema, await readLeadBody(request, ctx))
       const stored = await insertSubscriptionUnlessRegistered(

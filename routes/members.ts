@@ -9,7 +9,7 @@ import type { Role } from '../storage/schema.ts'
 import { changeMembership, createUserUnlessExists, findMember, findUserByEmail, listMembers, setMembership, type Member } from '../storage/users.ts'
 import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, RoleSchema, UUID, type Guard } from './access.ts'
 import type { Credentials, Principal } from './credentials.ts'
-import { HttpError, json, type RequestContext } from './http.ts'
+import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const MEMBER_NOT_FOUND = 'Member not found'
@@ -67,11 +67,11 @@ async function targetMember(request: IRequest, ctx: RequestContext, principal: P
 const LAST_OWNER = 'The organization must keep at least one Owner'
 
 export function memberRoutes(config: Config, guard: Guard, credentials: Credentials): Route[] {
-  async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     return json(200, { members: (await listMembers(ctx.deps.db, principal.organizationId)).map(memberToJson) })
   }
 
-  async function add(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function add(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
     refuseFields(body, ['email', 'role', 'password'], ['user_id', 'created_at', 'organization_id'])
     const input = parseWith(MemberAddSchema, body)
@@ -97,7 +97,7 @@ export function memberRoutes(config: Config, guard: Guard, credentials: Credenti
     return created(memberToJson(member), `${ctx.config.productApiUrl}/members/${member.user_id}`)
   }
 
-  async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const member = await targetMember(request, ctx, principal)
     const body = await readJsonBody(request, ctx)
     refuseFields(body, ['role'], ['user_id', 'email', 'created_at', 'organization_id'])
@@ -111,7 +111,7 @@ export function memberRoutes(config: Config, guard: Guard, credentials: Credenti
     return json(200, memberToJson({ ...member, role }))
   }
 
-  async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const member = await targetMember(request, ctx, principal)
     assertMayManage(principal, member.role)
     const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, null)

@@ -7,7 +7,7 @@ import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from '@oslojs/
 import { createPolicy, deletePolicy, findPolicy, listPolicies, updatePolicy, type Policy, type PolicyCursor, type PolicyFields } from '../storage/policies.ts'
 import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, UUID, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
-import { HttpError, json, type RequestContext } from './http.ts'
+import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const ORGANIZATION_REQUIRED = 'organization_id is required'
@@ -214,7 +214,7 @@ function policyIdOf(request: IRequest): string | null {
 }
 
 export function policyRoutes(guard: Guard): Route[] {
-  async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const query = new URL(request.url).searchParams
     const named = query.get('organization_id')
     if (named === null || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
@@ -234,7 +234,7 @@ export function policyRoutes(guard: Guard): Route[] {
     return json(200, { policies: page.map(policyToJson), next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!) : null })
   }
 
-  async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
     refuseFields(body, ['organization_id', ...WRITABLE], READ_ONLY)
     const fromQuery = new URL(request.url).searchParams.get('organization_id')
@@ -263,14 +263,14 @@ export function policyRoutes(guard: Guard): Route[] {
     return created(policyToJson(policy), `${ctx.config.productApiUrl}/policies/${policy.policy_id}`)
   }
 
-  async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
     const policy = id ? await findPolicy(ctx.deps.db, principal.organizationId, id) : null
     if (!policy) throw new HttpError(404, POLICY_NOT_FOUND)
     return json(200, policyToJson(policy))
   }
 
-  async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
     const body = await readJsonBody(request, ctx)
     refuseFields(body, WRITABLE, [...READ_ONLY, 'organization_id'])
@@ -284,7 +284,7 @@ export function policyRoutes(guard: Guard): Route[] {
     return json(200, policyToJson(policy))
   }
 
-  async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Response> {
+  async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
     const deleted = id ? await deletePolicy(ctx.deps.db, principal.organizationId, id) : false
     if (!deleted) throw new HttpError(404, POLICY_NOT_FOUND)

@@ -5,12 +5,13 @@ import type { GenericSchema } from 'valibot'
 import type { Config } from '../config.ts'
 import type { Deps } from './deps.ts'
 import { corsHeaders, preflight } from './cors.ts'
-import { buildContext, HttpError, isDatabaseUnavailable, json, SECURITY_HEADERS, type ConnectionInfo, type RequestContext } from './http.ts'
+import { buildContext, HttpError, isDatabaseUnavailable, json, SECURITY_HEADERS, setHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
-export type RouteHandler = (request: IRequest, ctx: RequestContext) => Response | Promise<Response>
+/** Handlers answer with a Reply (http.ts `json`, access.ts `created`/`noContent`); fetch builds the Response. */
+export type RouteHandler = (request: IRequest, ctx: RequestContext) => Reply | Promise<Reply>
 
 export interface ResponseDoc {
   readonly description: string
@@ -77,8 +78,8 @@ export interface FetchOptions {
 const GENERIC_500 = 'Internal server error'
 const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
 
-/** Turns a thrown value into a response in the surface's format; unknown errors are logged, never shown. */
-export function errorResponse(surface: Surface, error: unknown, ctx: RequestContext): Response {
+/** Turns a thrown value into a reply in the surface's format; unknown errors are logged, never shown. */
+export function errorReply(surface: Surface, error: unknown, ctx: RequestContext): Reply {
   let httpError: HttpError
   if (error instanceof HttpError) {
     httpError = error
@@ -97,7 +98,7 @@ export function errorResponse(surface: Surface, error: unknown, ctx: RequestCont
     })
     httpError = new HttpError(500, GENERIC_500)
   }
-  return json(httpError.status, surface.errorBody(httpError.status, httpError), { ...httpError.headers })
+  return json(httpError.status, surface.errorBody(httpError.status, httpError), httpError.headers)
 }
 
 function errorCode(error: unknown): string | null {
@@ -111,6 +112,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
   const allowByPath = new Map<string, Set<string>>()
   const surfaceByPath = new Map<string, Surface>()
   const versionLifecycle = createVersionLifecycle(config.lifecycle)
+  const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
   for (const surface of surfaces) {
     for (const route of surface.routes) {
       router[route.method.toLowerCase() as 'get'](route.path, guard(surface, route))
@@ -128,48 +130,51 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     // A deprecated path says so on every answer, a 405 or a preflight included.
     const entry = config.lifecycle.routes[path]
     const lifecycle = entry ? lifecycleHeaders(entry) : null
-    router.all(path, (request: IRequest, ctx: RequestContext) => {
-      let response: Response
-      if (request.method === 'OPTIONS') response = preflight(config, request, allow)
+    router.all(path, (request: IRequest, ctx: RequestContext): Reply => {
+      let reply: Reply
+      if (request.method === 'OPTIONS') reply = preflight(config, request, allow)
       else {
         const error = new HttpError(405, `Method ${request.method} is not allowed on ${path}; use ${allow.join(', ')}`, {
           headers: { Allow: [...allow, 'OPTIONS'].join(', ') },
         })
-        response = withSurfaceHeaders(surface, errorResponse(surface, error, ctx))
+        reply = errorReply(surface, error, ctx)
+        if (surface.headers) setHeaders(reply, surface.headers)
       }
-      return lifecycle ? withHeaders(response, lifecycle) : response
+      if (lifecycle) setHeaders(reply, lifecycle)
+      return reply
     })
   }
   router.all('*', (request: IRequest, ctx: RequestContext) =>
-    errorResponse(fallback, new HttpError(404, `No resource at ${pathOf(request.url)}`), ctx),
+    errorReply(fallback, new HttpError(404, `No resource at ${pathOf(request.url)}`), ctx),
   )
 
   return {
     async fetch(request: Request, conn?: ConnectionInfo): Promise<Response> {
-      const started = performance.now()
+      const started = accessLog ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
       const head = request.method === 'HEAD'
       // HEAD is GET without the body (RFC 9110 §9.3.2).
       const routed = head ? new Request(request, { method: 'GET' }) : request
-      let response: Response
+      let reply: Reply
       try {
-        response = (await router.fetch(routed, ctx)) as Response
+        reply = (await router.fetch(routed, ctx)) as Reply
       } catch (error) {
-        response = errorResponse(fallback, error, ctx)
+        reply = errorReply(fallback, error, ctx)
       }
-      response = finish(response, request, ctx, head)
-      if (config.logLevel === 'debug' || config.logLevel === 'info') {
+      finish(reply, request, ctx)
+      if (accessLog) {
         const path = pathOf(request.url)
         // The path only: a query string may hold a token someone sent by mistake.
         deps.logger.log('info', 'request', {
           requestId: ctx.requestId,
           method: request.method,
           path: path.length > 200 ? path.slice(0, 200) + '…' : path,
-          status: response.status,
+          status: reply.status,
           ms: Math.round((performance.now() - started) * 10) / 10,
         })
       }
-      return response
+      // The one place a Response is built, from a plain headers record nothing reads back.
+      return new Response(head ? null : reply.body, { status: reply.status, headers: reply.headers })
     },
   }
 
@@ -177,21 +182,23 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     // Lifecycle (deprecation/sunset) is fixed per path: look it up once, not per request.
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = entry ? lifecycleHeaders(entry) : null
-    return async (request: IRequest, ctx: RequestContext): Promise<Response> => {
-      let response: Response
+    return async (request: IRequest, ctx: RequestContext): Promise<Reply> => {
+      let reply: Reply
       try {
         if (entry && isSunset(entry, ctx.now)) {
           const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
           throw new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`)
         }
-        response = await route.handler(request, ctx)
+        reply = await route.handler(request, ctx)
       } catch (error) {
-        response = errorResponse(surface, error, ctx)
+        reply = errorReply(surface, error, ctx)
       }
       // The route's own lifecycle wins over the one of the version the client asked for.
       const version = versionLifecycle(request.headers.get('service-api-version'))
-      if (version || lifecycle) response = withHeaders(response, { ...version, ...lifecycle })
-      return withSurfaceHeaders(surface, response)
+      if (version) setHeaders(reply, version)
+      if (lifecycle) setHeaders(reply, lifecycle)
+      if (surface.headers) setHeaders(reply, surface.headers)
+      return reply
     }
   }
 }
@@ -211,29 +218,11 @@ export function pathOf(url: string): string {
   return url.slice(start, end)
 }
 
-function withSurfaceHeaders(surface: Surface, response: Response): Response {
-  return surface.headers ? withHeaders(response, surface.headers) : response
-}
-
-/** Sets headers on a response, copying it when its headers are immutable. */
-export function withHeaders(response: Response, headers: Record<string, string>): Response {
-  try {
-    for (const [name, value] of Object.entries(headers)) response.headers.set(name, value)
-    return response
-  } catch {
-    const copy = new Response(response.body, response)
-    for (const [name, value] of Object.entries(headers)) copy.headers.set(name, value)
-    return copy
-  }
-}
-
-function finish(response: Response, request: Request, ctx: RequestContext, head: boolean): Response {
-  const headers: Record<string, string> = { ...SECURITY_HEADERS, 'X-Request-Id': ctx.requestId }
-  if (!response.headers.has('access-control-allow-origin')) {
-    Object.assign(headers, corsHeaders(ctx.config, request))
-  }
-  if (ctx.config.tlsCertFile) headers['Strict-Transport-Security'] = 'max-age=31536000'
-  response = withHeaders(response, headers)
-  if (head) return new Response(null, { status: response.status, headers: response.headers })
-  return response
+/** Headers every answer carries, added last (they win over a handler's). */
+function finish(reply: Reply, request: Request, ctx: RequestContext): void {
+  setHeaders(reply, SECURITY_HEADERS)
+  reply.headers['x-request-id'] = ctx.requestId
+  // Discovery documents (any origin) and preflights carry their own CORS answer: keep it.
+  if (!('access-control-allow-origin' in reply.headers)) setHeaders(reply, corsHeaders(ctx.config, request))
+  if (ctx.config.tlsCertFile) reply.headers['strict-transport-security'] = 'max-age=31536000'
 }
