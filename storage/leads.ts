@@ -1,5 +1,5 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { Database } from './schema.ts'
 
 export interface NewDemoRequest {
@@ -29,26 +29,24 @@ export function normalizeEmail(email: string): string {
  * Stores the demo request unless its email is already on the list. One atomic statement (a
  * unique index and ON CONFLICT DO NOTHING): of N concurrent identical submissions exactly one
  * is stored. Returns false for a duplicate.
+ *
+ * Written with the `sql` tag rather than the query builder: building and compiling this fixed
+ * statement cost about 18 µs per call against 2–4 µs for the tag, on the busiest public route.
+ * The text is what the builder produced.
  */
 export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date): Promise<boolean> {
-  const row = await db
-    .insertInto('demo_requests')
-    .values({ ...lead, email_normalized: normalizeEmail(lead.email), received_at: receivedAt })
-    .onConflict((oc) => oc.column('email_normalized').doNothing())
-    .returning('id')
-    .executeTakeFirst()
-  return row !== undefined
+  const { rows } = await sql<{ id: number }>`insert into "demo_requests" ("email", "first_name", "last_name", "company", "linkedin", "phone", "source", "analytics_distinct_id", "email_normalized", "received_at")
+    values (${lead.email}, ${lead.first_name}, ${lead.last_name}, ${lead.company}, ${lead.linkedin}, ${lead.phone}, ${lead.source}, ${lead.analytics_distinct_id}, ${normalizeEmail(lead.email)}, ${receivedAt})
+    on conflict ("email_normalized") do nothing returning "id"`.execute(db)
+  return rows.length > 0
 }
 
 /** As above, for the newsletter list (which /waitlist shares). */
 export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date): Promise<boolean> {
-  const row = await db
-    .insertInto('newsletter_subscriptions')
-    .values({ ...lead, email_normalized: normalizeEmail(lead.email), received_at: receivedAt })
-    .onConflict((oc) => oc.column('email_normalized').doNothing())
-    .returning('id')
-    .executeTakeFirst()
-  return row !== undefined
+  const { rows } = await sql<{ id: number }>`insert into "newsletter_subscriptions" ("email", "source", "analytics_distinct_id", "via", "email_normalized", "received_at")
+    values (${lead.email}, ${lead.source}, ${lead.analytics_distinct_id}, ${lead.via}, ${normalizeEmail(lead.email)}, ${receivedAt})
+    on conflict ("email_normalized") do nothing returning "id"`.execute(db)
+  return rows.length > 0
 }
 
 export type LeadList = 'demo' | 'newsletter'
