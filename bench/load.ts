@@ -3,6 +3,7 @@
 // fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
 // only 2xx latencies), and a bare pg loop for the database baselines.
 import net from 'node:net'
+import { Worker } from 'node:worker_threads'
 import autocannon from 'autocannon'
 import type pg from 'pg'
 
@@ -57,10 +58,23 @@ export interface Latency {
 /**
  * Sends `rate` requests per second for `seconds` over `connections` keep-alive sockets (one request
  * in flight per socket, no pipelining) with a minimal HTTP/1.1 client on raw sockets, so the
- * client stays far below the server's cost. Each request is timed from the moment it was due
- * (as seen by the scheduler) to the end of its response: waiting for a free socket behind a slow
- * response counts (no coordinated omission), the scheduler's own timer lag does not.
+ * client stays far below the server's cost. Sends are evenly spaced by a pacing thread (PACER).
+ * Each request is timed from the moment it was due (as this thread heard the tick) to the end of
+ * its response: waiting for a free socket behind a slow response counts (no coordinated
+ * omission), the pacing's own wake-up lag does not.
  */
+/** Ticks the parent once per request at startAt + i × interval (absolute ms, performance.timeOrigin based). */
+const PACER = `
+const { parentPort, workerData } = require('node:worker_threads')
+const { total, interval, startAt } = workerData
+const sleeper = new Int32Array(new SharedArrayBuffer(4))
+for (let i = 0; i < total; i++) {
+  const wait = startAt + i * interval - (performance.timeOrigin + performance.now())
+  if (wait > 0) Atomics.wait(sleeper, 0, 0, wait)
+  parentPort.postMessage(i)
+}
+`
+
 export async function fixedRateLatency(base: string, spec: RequestSpec, rate: number, seconds: number, connections = 10): Promise<Latency> {
   const url = new URL(base)
   const head = (body: string | undefined) =>
@@ -118,19 +132,27 @@ export async function fixedRateLatency(base: string, spec: RequestSpec, rate: nu
     })),
   )
   const total = Math.max(1, Math.round(rate * seconds))
-  const interval = 1000 / rate
-  const begin = performance.now()
   let scheduled = 0
-  while (scheduled < total && performance.now() - begin < seconds * 3000) {
-    const now = performance.now()
-    while (scheduled < total && begin + scheduled * interval <= now) {
+  // Evenly spaced sends. A timer loop in this thread wakes at best every millisecond (later when
+  // the two cores are busy) and sent what was due in a burst: the server then queued the burst,
+  // and that queueing, made by the probe, showed up in p99. The pacing thread sleeps until each
+  // request is due (Atomics.wait: a timed wait, no spinning) and ticks this thread, which stays
+  // free to read responses.
+  const pacer = new Worker(PACER, { eval: true, workerData: { total, interval: 1000 / rate, startAt: performance.timeOrigin + performance.now() + 20 } })
+  const ticked = new Promise<void>((resolve) => {
+    pacer.on('message', () => {
+      const now = performance.now()
       scheduled++
       const send = idle.pop()
       if (send) send(now)
       else due.push(now)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1))
-  }
+    })
+    pacer.once('exit', () => resolve())
+    pacer.once('error', () => resolve())
+  })
+  const stop = setTimeout(() => void pacer.terminate(), seconds * 3000)
+  await ticked
+  clearTimeout(stop)
   const deadline = performance.now() + 10_000
   while (samples.length + errors < scheduled && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
   for (const socket of sockets) socket.destroy()

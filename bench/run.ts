@@ -55,8 +55,8 @@ const NOTES = [
   '',
   '- Two cores are shared by the server, PostgreSQL and the load generator (and, on a shared CI or dev machine, whatever else runs): ' +
     'absolute figures move by ±20 % between runs; the ratios from alternating rounds are steadier, but not exact.',
-  '- GET /health does a database round trip per request (SPEC: a probe that checks the database), so its ceiling is the pg round trip, ' +
-    'not the router: compare it with Fastify (same query) rather than with the bare fetch function. The 404 row is the router and middleware alone.',
+  '- GET /health checks the database (SPEC: a probe that checks the database); concurrent probes share one `select 1` that started after ' +
+    'they arrived (Fastify still sends one per request), so under load its ceiling is the router and middleware, as for the 404 row.',
   '- Database routes are bounded by PostgreSQL on the same two cores: the bare pg loop does no HTTP at all, so it gets the core the HTTP server would use.',
   '- Other measurements, same machine: `node --import tsx bench/keys.ts` (warm key check cost, revocation delay across processes) and ' +
     '`node --import tsx bench/overshoot.ts [limit]` (rate-limit overshoot across two processes).',
@@ -250,8 +250,8 @@ try {
   lines.push('', 'In parentheses: Steward-on-Node ÷ that column. "pg-loop" is the same SQL in a loop of 10 workers through the same pool settings, no HTTP. ' +
     '"fastify" is bench/fastify-reference.ts (Fastify 5 + pg, same SQL and validation rules, key looked up per request). "steward-node-info" is LOG_LEVEL=info (one access-log line per request).')
   lines.push('', '## Latency at half of the measured maximum (Steward on Node, open loop, ms, machine-specific)', '')
-  lines.push('Fixed-rate probe on 10 raw keep-alive sockets, 3 s per route; the scheduler wakes every millisecond and sends what is due, ' +
-    'so requests leave in small bursts and the p99 includes waiting behind the burst.', '')
+  lines.push('Fixed-rate probe on 10 raw keep-alive sockets, 3 s per route; sends are evenly spaced by a pacing thread (until 2026-11-22 a ' +
+    '1 ms timer loop sent what was due in bursts, and the p99 included the server queueing the probe\'s own bursts).', '')
   lines.push('| route | rate (req/s) | p50 | p99 | p99 / p50 |', '|---|---:|---:|---:|---:|')
   for (const [route, l] of latency) lines.push(`| ${routeNames[route]} | ${fmt(l.rate)} | ${l.p50.toFixed(3)} | ${l.p99.toFixed(3)} | ${(l.p99 / l.p50).toFixed(2)} |`)
   lines.push('', '## Statuses seen', '')
