@@ -1,17 +1,9 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database, DemoRequestTable } from './schema.ts'
 
-export interface NewDemoRequest {
-  email: string
-  first_name: string
-  last_name: string
-  company: string
-  linkedin: string
-  phone: string | null
-  source: string | null
-  analytics_distinct_id: string | null
-}
+/** A demo request as the route hands it over; the server adds the normalized email and time. */
+export type NewDemoRequest = Omit<DemoRequestTable, 'id' | 'email_normalized' | 'received_at'>
 
 export interface NewSubscription {
   email: string

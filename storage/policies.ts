@@ -6,24 +6,7 @@ import type { Database } from './schema.ts'
 export type Effect = 'allow' | 'deny' | 'require_approval'
 export type Mode = 'enforce' | 'monitor'
 
-export interface Policy {
-  policy_id: string
-  organization_id: string
-  name: string
-  description: string
-  effect: Effect
-  agents: string[]
-  actions: string[]
-  resources: string[]
-  conditions: Record<string, unknown> | null
-  mode: Mode
-  enabled: boolean
-  version: number
-  created_at: Date
-  updated_at: Date
-  created_by: string
-}
-
+/** What a client may set on a policy. */
 export interface PolicyFields {
   name: string
   description: string
@@ -34,6 +17,16 @@ export interface PolicyFields {
   conditions: Record<string, unknown> | null
   mode: Mode
   enabled: boolean
+}
+
+/** A stored policy: the client's fields and those the server owns. */
+export interface Policy extends PolicyFields {
+  policy_id: string
+  organization_id: string
+  version: number
+  created_at: Date
+  updated_at: Date
+  created_by: string
 }
 
 /** Position after which the next page starts (keyset pagination on created_at, policy_id). */
