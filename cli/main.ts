@@ -1,22 +1,9 @@
 // The operator command line behind server.ts: `start`, `migrate`, `leads export`, provisioning.
-import { ConfigError, loadConfig, type Config } from '../config.ts'
-import { createJsonLogger } from '../routes/deps.ts'
-import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
+import { ConfigError, loadConfig } from '../config.ts'
 import { parseArgs, stringFlag, UsageError, type Command, type Io } from './command.ts'
+import { withDatabase } from './database.ts'
 import { exportLeads, openOutput } from './export.ts'
 import { provisionCommands } from './provision.ts'
-
-/** Opens the configured database, migrated, for one command; closes it afterwards. */
-export async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle, applied: string[]) => Promise<T>): Promise<T> {
-  const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: createJsonLogger('warn') })
-  try {
-    const applied = await migrateToLatest(handle.db)
-    return await work(handle, applied)
-  } finally {
-    await handle.close()
-  }
-}
 
 const start: Command = {
   name: 'start',

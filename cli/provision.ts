@@ -6,31 +6,18 @@
 // --owner-password / --password exist for throwaway setups and print a warning.
 import { createInterface } from 'node:readline'
 import { sql } from 'kysely'
-import type { Config } from '../config.ts'
 import { REVOCATION_CHANNEL } from '../routes/credentials.ts'
-import { createJsonLogger } from '../routes/deps.ts'
-import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
+import type { DatabaseHandle } from '../storage/connect.ts'
 import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey } from '../storage/keys.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
 import { hashPassword } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { createUserUnlessExists, findUserByEmail, setMembership } from '../storage/users.ts'
+import { ROLES, UUID } from '../routes/access.ts'
 import { stringFlag, UsageError, type Command, type Io, type ParsedArgs } from './command.ts'
+import { withDatabase } from './database.ts'
 
-const ROLES: readonly Role[] = ['owner', 'admin', 'manager', 'member', 'viewer']
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const MIN_PASSWORD = 12
-
-async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle) => Promise<T>): Promise<T> {
-  const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: createJsonLogger('warn') })
-  try {
-    await migrateToLatest(handle.db)
-    return await work(handle)
-  } finally {
-    await handle.close()
-  }
-}
 
 function uuidFlag(args: ParsedArgs, name: string): string {
   const value = stringFlag(args, name)
@@ -40,7 +27,7 @@ function uuidFlag(args: ParsedArgs, name: string): string {
 
 function roleFlag(args: ParsedArgs): Role {
   const role = stringFlag(args, 'role') as Role
-  if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`)
+  if (!(ROLES as readonly Role[]).includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`)
   return role
 }
 
