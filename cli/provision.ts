@@ -5,9 +5,8 @@
 // STEWARD_PASSWORD environment variable, or from standard input (prompted on a terminal).
 // --owner-password / --password exist for throwaway setups and print a warning.
 import { createInterface } from 'node:readline'
-import { sql } from 'kysely'
-import { REVOCATION_CHANNEL } from '../routes/credentials.ts'
 import type { DatabaseHandle } from '../storage/connect.ts'
+import { notifyCredentialChange } from '../storage/revocations.ts'
 import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
 import { hashPassword } from '../storage/passwords.ts'
@@ -208,7 +207,8 @@ const keyList: Command = {
 
 /** Tells servers on PostgreSQL to forget cached lookups of a key, or of a user's sessions and keys. */
 async function notifyRevocation(db: DatabaseHandle['db'], id: string): Promise<void> {
-  await sql`select pg_notify(${REVOCATION_CHANNEL}, ${id})`.execute(db).catch(() => {})
+  // Best effort: on PGlite there is no other process to tell.
+  await notifyCredentialChange(db, id).catch(() => {})
 }
 
 export const provisionCommands: readonly Command[] = [orgCreate, userAdd, keyCreate, keyRotate, keyRevoke, keyList]

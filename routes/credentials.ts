@@ -5,9 +5,9 @@
 // affected entries synchronously; other processes sharing the PostgreSQL database hear of it on
 // LISTEN/NOTIFY. While that subscription is down (or not yet up) nothing is cached, and every
 // entry also dies after MAX_AGE_MS as a safety net.
-import { sql } from 'kysely'
 import pg from 'pg'
 import type { Config } from '../config.ts'
+import { notifyCredentialChange, REVOCATION_CHANNEL } from '../storage/revocations.ts'
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
@@ -51,8 +51,6 @@ export interface Credentials {
 export const AUTHENTICATION_REQUIRED = 'Authentication required'
 export const INVALID_TOKEN = 'Invalid or expired token'
 
-/** Cross-process invalidation channel. Payloads are UUIDs, unique across schemas and databases. */
-export const REVOCATION_CHANNEL = 'steward_credentials'
 const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
 const LAST_USED_FLUSH_MS = 30_000
@@ -105,7 +103,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
   async function publish(id: string): Promise<void> {
     if (!feed) return
     try {
-      await sql`select pg_notify(${REVOCATION_CHANNEL}, ${id})`.execute(deps.db)
+      await notifyCredentialChange(deps.db, id)
     } catch (error) {
       // Peers still drop the entry within MAX_AGE_MS.
       deps.logger.log('warn', 'revocation notify failed', { code: (error as { code?: string }).code ?? null })
