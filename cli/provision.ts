@@ -13,6 +13,7 @@ import { hashPassword } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { createUserUnlessExists, findUserByEmail, setMembership } from '../storage/users.ts'
 import { ROLES, UUID } from '../routes/access.ts'
+import { isValidEmail } from '../routes/email.ts'
 import { stringFlag, UsageError, type Command, type Io, type ParsedArgs } from './command.ts'
 import { withDatabase } from './database.ts'
 
@@ -32,7 +33,7 @@ function roleFlag(args: ParsedArgs): Role {
 
 function emailFlag(args: ParsedArgs, name: string): string {
   const email = stringFlag(args, name).trim()
-  if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || email.length > 254) throw new UsageError(`--${name} must be an email address`)
+  if (!isValidEmail(email)) throw new UsageError(`--${name} must be an email address`)
   return email
 }
 

@@ -11,9 +11,9 @@ import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFie
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
+import { isValidEmail } from './email.ts'
 
 export const MEMBER_NOT_FOUND = 'Member not found'
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 
 export const MemberSchema = v.pipe(
   v.object({
@@ -30,7 +30,7 @@ export const MemberListSchema = v.pipe(v.object({ members: v.array(MemberSchema)
 export const MemberAddSchema = v.pipe(
   v.object(
     {
-      email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check((email) => EMAIL.test(email), 'Field email must be an email address')),
+      email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
       role: RoleSchema,
       password: v.optional(
         v.pipe(

@@ -62,6 +62,13 @@ t.test('errors', async (t) => {
     }
   })
 
+  t.test('a member email follows the same address rule as the lead forms', async (t) => {
+    for (const email of ['ops@acme.c', 'a..b@example.com', 'two@@example.com']) {
+      const res = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email, role: 'viewer', password: 'a long enough password' } })
+      t.same(await jsonOf(res), { status: 'Bad Request', error: 'Field email must be an email address' }, email)
+    }
+  })
+
   t.test('a new account needs a password; an existing member is 409; another organization\'s member is 404', async (t) => {
     const noPassword = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'fresh@example.com', role: 'viewer' } })
     t.same(await jsonOf(noPassword), { status: 'Bad Request', error: 'Field password is required to create a new account' })
