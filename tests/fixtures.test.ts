@@ -1,17 +1,12 @@
 // Replays every contract fixture in fixtures/ against the in-process handler.
 import t from 'tap'
 import { loadFixtures, runFixture } from '../fixtures/runner.ts'
+import { seedWorld } from '../fixtures/seed.ts'
 import { createTestApp } from './helpers.ts'
 
 const fixtures = loadFixtures()
 const app = await createTestApp(t)
-let seedVars: Record<string, string> = {}
-try {
-  const { seedWorld } = await import('../fixtures/seed.ts')
-  seedVars = await seedWorld(app.db, app.clock.now)
-} catch (error) {
-  if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error
-}
+const seedVars = await seedWorld(app.db, app.clock.now)
 
 t.ok(fixtures.length > 0, 'there are fixtures to replay')
 for (const fixture of fixtures) {
