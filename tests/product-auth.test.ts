@@ -1,6 +1,12 @@
 // The token endpoint and bearer authentication: happy paths, errors, and the security rules of
 // SPEC.md §5, PRODUCT.md and SECURITY.md.
+import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
+import { createHandler } from '../server.ts'
+import { createPostgresPool } from '../storage/connect.ts'
+import type { Database } from '../storage/schema.ts'
+import { generateSecret } from '../storage/secrets.ts'
+import { FakeClock, memoryLogger, testConfig } from './helpers.ts'
 import { form, jsonOf, productApp } from './product-support.ts'
 
 const app = await productApp(t)
@@ -434,3 +440,28 @@ t.test('security', async (t) => {
     for (const user of users) t.match(user.password_hash, /^scrypt\$10\$8\$1\$/)
   })
 })
+
+t.test('a token with a bad checksum is refused before any database work (SECURITY.md)', async (t) => {
+  // On a database that cannot be reached, any lookup answers 503: a 401 proves none was made.
+  const logger = memoryLogger()
+  const pool = createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 1)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  t.teardown(() => db.destroy())
+  const handler = createHandler(testConfig(), { db, clock: new FakeClock().read, logger })
+  t.teardown(() => handler.close())
+  const get = (token: string) =>
+    handler.fetch(
+      new Request('http://localhost/policies?organization_id=00000000-0000-4000-8000-000000000000', { headers: { Authorization: `Bearer ${token}` } }),
+      { remoteAddress: '127.0.0.1' },
+    )
+  const wellFormed = generateSecret('key')
+  const lookedUp = await get(wellFormed)
+  t.equal(lookedUp.status, 503, 'a well-formed unknown key is looked up')
+  await lookedUp.body?.cancel()
+  const last = wellFormed.at(-1) === 'a' ? 'b' : 'a'
+  const refused = await get(wellFormed.slice(0, -1) + last)
+  t.equal(refused.status, 401)
+  t.same(await jsonOf(refused), { status: 'Unauthorized', error: 'Invalid or expired token' })
+  t.equal(refused.headers.get('www-authenticate'), null)
+})
+
