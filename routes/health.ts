@@ -1,8 +1,9 @@
 // GET /health (SPEC.md §4): public probe with a database round trip; 503 when it fails.
-import { sql, type Kysely } from 'kysely'
+import type { Kysely } from 'kysely'
 import * as v from 'valibot'
 import { ProductErrorSchema } from './access.ts'
 import { json, type Reply, type RequestContext } from './http.ts'
+import { databaseAnswers } from '../storage/health.ts'
 import type { Database } from '../storage/schema.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
@@ -17,17 +18,6 @@ export const HealthSchema = v.pipe(
   v.title('Health'),
 )
 
-async function databaseAnswers(db: Kysely<Database>): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), CHECK_TIMEOUT_MS)))
-  try {
-    // A probe must answer within its own deadline even when the pool is exhausted.
-    return await Promise.race([sql`select 1`.execute(db).then(() => true, () => false), timeout])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 interface Checks {
   /** The check under way, if any. */
   running: Promise<boolean> | null
@@ -41,34 +31,30 @@ interface Checks {
  * check that starts after it arrived — the one it starts itself when none is under way, or
  * else the next one, which starts as soon as the current one ends.
  */
-function createDatabaseCheck(): (db: Kysely<Database>) => Promise<boolean> {
-  // Per database: tests and embedders may serve several from one process.
-  const byDatabase = new WeakMap<Kysely<Database>, Checks>()
-  function start(checks: Checks, db: Kysely<Database>): Promise<boolean> {
-    const check = databaseAnswers(db)
+function createDatabaseCheck(db: Kysely<Database>): () => Promise<boolean> {
+  const checks: Checks = { running: null, next: null }
+  function start(): Promise<boolean> {
+    const check = databaseAnswers(db, CHECK_TIMEOUT_MS)
     checks.running = check
     void check.then(() => {
       if (checks.running === check) checks.running = null
     })
     return check
   }
-  return (db) => {
-    let checks = byDatabase.get(db)
-    if (checks === undefined) byDatabase.set(db, (checks = { running: null, next: null }))
-    if (checks.running === null) return start(checks, db)
-    const waiting = checks
-    waiting.next ??= waiting.running!.then(() => {
-      waiting.next = null
-      return start(waiting, db)
+  return () => {
+    if (checks.running === null) return start()
+    checks.next ??= checks.running.then(() => {
+      checks.next = null
+      return start()
     })
-    return waiting.next
+    return checks.next
   }
 }
 
-export function healthRoutes(): Route[] {
-  const checkDatabase = createDatabaseCheck()
+export function healthRoutes(db: Kysely<Database>): Route[] {
+  const checkDatabase = createDatabaseCheck(db)
   async function health(_request: Request, ctx: RequestContext): Promise<Reply> {
-    if (await checkDatabase(ctx.deps.db)) return json(200, { status: 'ok', database: 'ok', time: new Date(ctx.now).toISOString() })
+    if (await checkDatabase()) return json(200, { status: 'ok', database: 'ok', time: new Date(ctx.now).toISOString() })
     return json(503, { status: 'Service Unavailable', error: 'Database unavailable' }, { 'Retry-After': '5' })
   }
   return [{ method: 'GET', path: '/health', handler: health, doc }]

@@ -19,7 +19,7 @@ export function createProductSurface(config: Config, deps: Deps): Surface {
   const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null))
   return {
     name: 'product',
-    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(config, guard, credentials), ...healthRoutes()],
+    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(config, guard, credentials), ...healthRoutes(deps.db)],
     errorBody: (status, error) =>
       error.code
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }

@@ -39,7 +39,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve))
 
 t.test('concurrent probes share a check that started after they arrived', async (t) => {
   const { db, pending } = heldDatabase()
-  const health = healthRoutes()[0]!.handler
+  const health = healthRoutes(db)[0]!.handler
   const ctx = { deps: { db }, now: Date.parse('2026-11-22T12:00:00Z') } as unknown as RequestContext
   const request = new Request('http://localhost/health') as never
   const answers: number[] = []
