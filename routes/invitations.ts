@@ -105,8 +105,8 @@ export function invitationRoutes(config: Config, guard: Guard): Route[] {
 
   async function invite(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
-    refuseFields(body, ['email', 'role'], ['invitation_id', 'invited_by', 'created_at', 'expires_at', 'token', 'organization_id'])
     if ('password' in body) throw new HttpError(400, 'Field password is not accepted: the invitee chooses it when accepting')
+    refuseFields(body, ['email', 'role'], ['invitation_id', 'invited_by', 'created_at', 'expires_at', 'token', 'organization_id'])
     const input = parseWith(InvitationCreateSchema, body)
     assertMayManage(principal, input.role)
     const cap = { limit: ctx.config.maxMembersPerOrg, what: 'members and open invitations', setting: 'MAX_MEMBERS_PER_ORG' }
