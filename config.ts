@@ -51,6 +51,20 @@ export interface Config {
   readonly leadRateLimit: RateLimitRule
   readonly apiRateLimit: RateLimitRule
   readonly loginRateLimit: RateLimitRule
+  /** Product API requests per organization, summed over all its credentials (API_ORG_RATE_LIMIT). */
+  readonly apiOrgRateLimit: RateLimitRule
+  /** Active (not revoked, not expired) API keys per organization (MAX_KEYS_PER_ORG). */
+  readonly maxKeysPerOrg: number
+  /** Policies per organization (MAX_POLICIES_PER_ORG). */
+  readonly maxPoliciesPerOrg: number
+  /** Members plus open invitations per organization (MAX_MEMBERS_PER_ORG). */
+  readonly maxMembersPerOrg: number
+  /** Agents per organization (MAX_AGENTS_PER_ORG), for the agent registry. */
+  readonly maxAgentsPerOrg: number
+  /** Live sign-in sessions (refresh-token families) per user; a new one past it ends the oldest (MAX_SESSIONS_PER_USER). */
+  readonly maxSessionsPerUser: number
+  /** Seconds an invitation secret stays valid (INVITATION_TTL). */
+  readonly invitationTtlSeconds: number
   readonly accessTokenTtlSeconds: number
   readonly refreshTokenTtlSeconds: number
   /** log2 of the scrypt cost N for passwords (OWASP: 17). Lower only for tests. */
@@ -230,6 +244,13 @@ export function loadConfig(env: Env = {}): Config {
     leadRateLimit: rateLimit(env, 'LEAD_RATE_LIMIT', { limit: 20, windowSeconds: 60 }),
     apiRateLimit: rateLimit(env, 'API_RATE_LIMIT', { limit: 600, windowSeconds: 60 }),
     loginRateLimit: rateLimit(env, 'LOGIN_RATE_LIMIT', { limit: 10, windowSeconds: 300 }),
+    apiOrgRateLimit: rateLimit(env, 'API_ORG_RATE_LIMIT', { limit: 6000, windowSeconds: 60 }),
+    maxKeysPerOrg: integer(env, 'MAX_KEYS_PER_ORG', 100, 1, 1_000_000),
+    maxPoliciesPerOrg: integer(env, 'MAX_POLICIES_PER_ORG', 1000, 1, 1_000_000),
+    maxMembersPerOrg: integer(env, 'MAX_MEMBERS_PER_ORG', 1000, 1, 1_000_000),
+    maxAgentsPerOrg: integer(env, 'MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
+    maxSessionsPerUser: integer(env, 'MAX_SESSIONS_PER_USER', 20, 1, 10_000),
+    invitationTtlSeconds: integer(env, 'INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
     accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 900, 60, 86_400),
     refreshTokenTtlSeconds: integer(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
     passwordHashCost: integer(env, 'PASSWORD_HASH_COST', 17, 10, 20),

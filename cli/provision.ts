@@ -179,9 +179,10 @@ const keyRevoke: Command = {
     return withDatabase(config, async ({ db }) => {
       const key = await findApiKeyById(db, keyId)
       if (!key) throw new UsageError(`no key ${keyId}`)
-      const changed = await revokeApiKey(db, key.organization_id, keyId, new Date())
-      await notifyRevocation(db, keyId)
-      io.stdout.write(changed ? `revoked ${keyId}\n` : `${keyId} was already revoked\n`)
+      // Also revokes every key this one issued; servers drop cached lookups of each.
+      const revoked = await revokeApiKey(db, key.organization_id, keyId, new Date())
+      for (const id of new Set([keyId, ...revoked])) await notifyRevocation(db, id)
+      io.stdout.write(revoked.includes(keyId) ? `revoked ${keyId}${revoked.length > 1 ? ` and ${revoked.length - 1} key(s) it issued` : ''}\n` : `${keyId} was already revoked\n`)
       return 0
     })
   },

@@ -2,6 +2,7 @@
 // protected route runs through, and the error shapes and body helpers the resources share.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
+import { CapReachedError } from '../storage/caps.ts'
 import type { Role } from '../storage/schema.ts'
 import { SECRET_PATTERN } from '../storage/secrets.ts'
 import type { Credentials, Principal } from './credentials.ts'
@@ -71,7 +72,14 @@ export interface Guard {
   protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Reply>
 }
 
-export function createGuard(credentials: Credentials, limiter: RateLimiter & { readonly name: string }): Guard {
+type NamedLimiter = RateLimiter & { readonly name: string }
+
+/**
+ * Every protected route: credentials from the header only, secure transport, a valid credential,
+ * the per-credential rate limit and then the per-organization one (so a flood of keys shares one
+ * budget), and the scope of the credential's role.
+ */
+export function createGuard(credentials: Credentials, limiter: NamedLimiter, orgLimiter: NamedLimiter | null = null): Guard {
   return {
     protect(scope, handler) {
       return async (request, ctx) => {
@@ -81,6 +89,14 @@ export function createGuard(credentials: Credentials, limiter: RateLimiter & { r
         const decision = limiter.take(principal.subject, ctx.now)
         const headers = rateLimitHeaders(limiter.name, limiter.rule, decision)
         if (!decision.allowed) throw new HttpError(429, 'Too many requests for this credential; retry later', { headers })
+        if (orgLimiter) {
+          const shared = orgLimiter.take(principal.organizationId, ctx.now)
+          if (!shared.allowed) {
+            throw new HttpError(429, "Too many requests for this organization's credentials together; retry later", {
+              headers: rateLimitHeaders(orgLimiter.name, orgLimiter.rule, shared),
+            })
+          }
+        }
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
           throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }
@@ -139,7 +155,7 @@ export function protectedErrors(extra: Record<number, string> = {}): Record<numb
     400: { description: 'Malformed request, a missing or invalid parameter, or a credential sent in the URL.', schema: ProductErrorSchema },
     401: { description: 'Missing, malformed, unknown, expired or revoked bearer token. No WWW-Authenticate header is sent (SPEC.md §7).', schema: ProductErrorSchema },
     403: { description: "The credential's role lacks the permission, or plain HTTP from a non-loopback client.", schema: ProductErrorSchema },
-    429: { description: 'Too many requests for this credential.', schema: ProductErrorSchema, headers: { ...RETRY, ...RATE } },
+    429: { description: 'Too many requests for this credential, or for all credentials of its organization together (API_ORG_RATE_LIMIT).', schema: ProductErrorSchema, headers: { ...RETRY, ...RATE } },
     503: { description: 'Database unavailable; retry later.', schema: ProductErrorSchema, headers: RETRY },
   }
   for (const [status, description] of Object.entries(extra)) docs[Number(status)] = { description, schema: ProductErrorSchema }
@@ -147,3 +163,13 @@ export function protectedErrors(extra: Record<number, string> = {}): Record<numb
 }
 
 export const RATE_LIMIT_HEADERS = RATE
+
+/** Runs a capped creation; a reached cap (storage/caps.ts) becomes 409 with the cap's message. */
+export async function withinCap<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (error) {
+    if (error instanceof CapReachedError) throw new HttpError(409, error.message)
+    throw error
+  }
+}

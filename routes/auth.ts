@@ -204,7 +204,10 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
       { organizationId: membership.organization_id, userId: user.id, apiKeyId: null, role: membership.role },
       { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds },
       new Date(ctx.now),
+      { maxPerUser: config.maxSessionsPerUser, refreshSeconds: config.refreshTokenTtlSeconds, accessSeconds: config.accessTokenTtlSeconds },
     )
+    // Sessions ended to keep within MAX_SESSIONS_PER_USER stop on their next request.
+    for (const familyId of issued.endedFamilies ?? []) await credentials.familyRevoked(familyId)
     return { accessToken: issued.accessToken, refreshToken: issued.refreshToken, organizationId: membership.organization_id, role: membership.role }
   }
 

@@ -11,7 +11,7 @@ import { notifyCredentialChange, REVOCATION_CHANNEL } from '../storage/revocatio
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
-import { deleteExpiredTokens, findPrincipalByAccessHash } from '../storage/tokens.ts'
+import { deleteExpiredTokens, findPrincipalByAccessHash, pruneTokenFamilies } from '../storage/tokens.ts'
 import type { Deps } from './deps.ts'
 import { HttpError, type RequestContext } from './http.ts'
 
@@ -76,10 +76,12 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
   const flushTimer = setInterval(() => void flushKeyUses(), LAST_USED_FLUSH_MS)
   flushTimer.unref?.()
   // Expired tokens never authenticate; deleting them only keeps the tables small.
+  // Dead session families (ended, or revoked longer than a refresh lifetime ago) go too.
   const pruneTimer = setInterval(() => {
-    deleteExpiredTokens(deps.db, new Date(deps.clock())).catch((error: { code?: string }) =>
-      deps.logger.log('warn', 'could not prune expired tokens', { code: error.code ?? null }),
-    )
+    const now = new Date(deps.clock())
+    deleteExpiredTokens(deps.db, now)
+      .then(() => pruneTokenFamilies(deps.db, { refreshSeconds: config.refreshTokenTtlSeconds, accessSeconds: config.accessTokenTtlSeconds }, now))
+      .catch((error: { code?: string }) => deps.logger.log('warn', 'could not prune expired tokens', { code: error.code ?? null }))
   }, PRUNE_MS)
   pruneTimer.unref?.()
 
@@ -162,7 +164,8 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
       const token = BEARER.exec(header)?.[1]
       // A bad shape or checksum is refused here, before any database work.
       const kind = token === undefined ? null : secretKind(token)
-      if (token === undefined || kind === null || kind === 'rt') throw new HttpError(401, INVALID_TOKEN)
+      // Refresh tokens and invitation secrets are not bearer credentials.
+      if (token === undefined || (kind !== 'key' && kind !== 'at')) throw new HttpError(401, INVALID_TOKEN)
       const hash = hashSecret(token)
       const now = ctx.now
       const hit = cache.get(hash)

@@ -4,7 +4,8 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
-import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, ROLE_RANK, RoleSchema, UUID, type Guard } from './access.ts'
+import type { Cap } from '../storage/caps.ts'
+import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, ROLE_RANK, RoleSchema, UUID, withinCap, type Guard } from './access.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
@@ -119,10 +120,13 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     assertRoleWithin(principal, input.role, 'create')
     const expiresAt = input.expires_at ? new Date(input.expires_at) : null
     if (expiresAt && expiresAt.getTime() <= ctx.now) throw new HttpError(400, 'Field expires_at must be in the future')
-    const { key, secret } = await createApiKey(
-      ctx.deps.db,
-      { organizationId: principal.organizationId, name: input.name, role: input.role, ...prefixCreator(principal), expiresAt },
-      new Date(ctx.now),
+    const { key, secret } = await withinCap(() =>
+      createApiKey(
+        ctx.deps.db,
+        { organizationId: principal.organizationId, name: input.name, role: input.role, ...prefixCreator(principal), expiresAt },
+        new Date(ctx.now),
+        keyCap(ctx),
+      ),
     )
     return created({ ...keyToJson(key), api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.key_id}`)
   }
@@ -136,7 +140,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     assertRoleWithin(principal, old.role, 'rotate')
     const grace = input.expires_in ?? 0
     const until = grace > 0 ? new Date(ctx.now + grace * 1000) : null
-    const rotated = await rotateApiKey(ctx.deps.db, principal.organizationId, old.key_id, creatorOf(principal), until, new Date(ctx.now))
+    const rotated = await withinCap(() => rotateApiKey(ctx.deps.db, principal.organizationId, old.key_id, creatorOf(principal), until, new Date(ctx.now), keyCap(ctx)))
     if (!rotated) throw new HttpError(404, KEY_NOT_FOUND)
     await credentials.keyChanged(old.key_id)
     return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.key_id}`)
@@ -145,8 +149,9 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
   async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const key = await targetKey(request, ctx, principal)
     assertRoleWithin(principal, key.role, 'revoke')
-    await revokeApiKey(ctx.deps.db, principal.organizationId, key.key_id, new Date(ctx.now))
-    await credentials.keyChanged(key.key_id)
+    const revoked = await revokeApiKey(ctx.deps.db, principal.organizationId, key.key_id, new Date(ctx.now))
+    // The key and every key it issued (and their tokens) stop on the next request, here and in peers.
+    for (const id of new Set([key.key_id, ...revoked])) await credentials.keyChanged(id)
     return noContent()
   }
 
@@ -157,6 +162,10 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     { method: 'DELETE', path: '/keys/:key_id', handler: guard.protect('keys:manage', revoke), doc: revokeDoc },
     { method: 'POST', path: '/keys/:key_id/rotate', handler: guard.protect('keys:manage', rotate), doc: rotateDoc },
   ]
+}
+
+function keyCap(ctx: RequestContext): Cap {
+  return { limit: ctx.config.maxKeysPerOrg, what: 'active API keys', setting: 'MAX_KEYS_PER_ORG' }
 }
 
 function prefixCreator(principal: Principal): { createdByUserId: string | null; createdByKeyId: string | null } {
@@ -188,33 +197,35 @@ const createDoc: OperationDoc = {
   operationId: 'createApiKey',
   summary: 'Create an API key',
   description:
-    "The role may not exceed the caller's, and for as long as the key lives it acts with the lower of its role and its creating user's current role; it stops (401) if that user leaves the organization. The secret is in the response this once.",
+    "The role may not exceed the caller's, and for as long as the key lives it acts with the lower of its role and its creating user's current role; it stops (401) if that user leaves the organization. A key created with a key is issued by it: revoking the issuing key revokes this one too. The secret is in the response this once.",
   tags: TAGS,
   scopes: ['keys:manage'],
   body: { schema: ApiKeyCreateSchema, mediaTypes: ['application/json'], required: true },
   responses: {
     201: { description: 'Created; api_key holds the secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
-    ...protectedErrors({ 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
+    ...protectedErrors({ 409: 'The organization has reached its cap of active keys (MAX_KEYS_PER_ORG).', 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
   },
 }
 
 const rotateDoc: OperationDoc = {
   operationId: 'rotateApiKey',
   summary: 'Rotate an API key',
-  description: 'Issues a successor with the same name and role. The old key, and every token minted from it, stops at once, or after expires_in seconds.',
+  description:
+    'Issues a successor with the same name and role. The old key, and every token minted from it, stops at once, or after expires_in seconds. Rotation is a continuation: the successor, and the keys the old key issued, are not revoked when the old key ends; revoking the successor revokes them.',
   tags: TAGS,
   scopes: ['keys:manage'],
   body: { schema: ApiKeyRotateSchema, mediaTypes: ['application/json'], required: false },
   responses: {
     201: { description: 'The new key; api_key holds its secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
-    ...protectedErrors(NOT_FOUND),
+    ...protectedErrors({ ...NOT_FOUND, 409: 'With expires_in, both keys stay active for a while and the organization has no free slot (MAX_KEYS_PER_ORG).' }),
   },
 }
 
 const revokeDoc: OperationDoc = {
   operationId: 'revokeApiKey',
   summary: 'Revoke an API key',
-  description: 'The key, and every token minted from it, fails with 401 from the next request on. Revoking a revoked key is a no-op.',
+  description:
+    'The key, every key it issued (transitively, including keys those issued), and every token minted from any of them, fail with 401 from the next request on. Revoking a revoked key revokes anything it issued that is still active.',
   tags: TAGS,
   scopes: ['keys:manage'],
   responses: { 204: { description: 'Revoked.' }, ...protectedErrors(NOT_FOUND) },

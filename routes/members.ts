@@ -1,17 +1,15 @@
-// Members of the organization (PRODUCT.md: Admins and Owners manage members; only Owners manage
-// Owners). GET/POST /members, PATCH/DELETE /members/{user_id}. An organization always keeps at
-// least one Owner.
+// Members of the organization (Admins and Owners manage members; only Owners manage Owners).
+// GET /members, PATCH/DELETE /members/{user_id}. An organization always keeps at least one Owner.
+// Nobody is added here: people join by invitation (routes/invitations.ts), so an Admin can never
+// attach an account that exists elsewhere, nor learn whether an email has one.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import type { Config } from '../config.ts'
-import { HashingBusyError, hashPassword } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
-import { changeMembership, createUserUnlessExists, findMember, findUserByEmail, listMembers, setMembership, type Member } from '../storage/users.ts'
-import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, RoleSchema, UUID, type Guard } from './access.ts'
+import { changeMembership, findMember, listMembers, type Member } from '../storage/users.ts'
+import { noContent, parseWith, protectedErrors, readJsonBody, refuseFields, RoleSchema, UUID, type Guard } from './access.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
-import { isValidEmail } from './email.ts'
 
 export const MEMBER_NOT_FOUND = 'Member not found'
 
@@ -26,25 +24,6 @@ export const MemberSchema = v.pipe(
 )
 
 export const MemberListSchema = v.pipe(v.object({ members: v.array(MemberSchema) }), v.title('MemberList'))
-
-export const MemberAddSchema = v.pipe(
-  v.object(
-    {
-      email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
-      role: RoleSchema,
-      password: v.optional(
-        v.pipe(
-          v.string('Field password must be a string'),
-          v.minLength(12, 'Field password must have at least 12 characters'),
-          v.maxLength(1024, 'Field password is longer than 1024 characters'),
-          v.description('Required to create a user who has no account yet; ignored for an existing account.'),
-        ),
-      ),
-    },
-    'Request body must be a JSON object',
-  ),
-  v.title('MemberAdd'),
-)
 
 export const MemberUpdateSchema = v.pipe(v.object({ role: RoleSchema }, 'Request body must be a JSON object'), v.title('MemberUpdate'))
 
@@ -66,35 +45,9 @@ async function targetMember(request: IRequest, ctx: RequestContext, principal: P
 
 const LAST_OWNER = 'The organization must keep at least one Owner'
 
-export function memberRoutes(config: Config, guard: Guard, credentials: Credentials): Route[] {
+export function memberRoutes(guard: Guard, credentials: Credentials): Route[] {
   async function list(_request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     return json(200, { members: (await listMembers(ctx.deps.db, principal.organizationId)).map(memberToJson) })
-  }
-
-  async function add(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, ['email', 'role', 'password'], ['user_id', 'created_at', 'organization_id'])
-    const input = parseWith(MemberAddSchema, body)
-    assertMayManage(principal, input.role)
-    const now = new Date(ctx.now)
-    let user = await findUserByEmail(ctx.deps.db, input.email)
-    if (!user) {
-      if (input.password === undefined) throw new HttpError(400, 'Field password is required to create a new account')
-      let hash: string
-      try {
-        hash = await hashPassword(input.password, config.passwordHashCost)
-      } catch (error) {
-        if (error instanceof HashingBusyError) throw new HttpError(503, 'Too many password operations in progress; retry shortly', { headers: { 'Retry-After': '1' } })
-        throw error
-      }
-      user = (await createUserUnlessExists(ctx.deps.db, input.email, hash, now)).user
-    }
-    if (await findMember(ctx.deps.db, principal.organizationId, user.id)) {
-      throw new HttpError(409, 'Already a member; change the role with PATCH /members/{user_id}')
-    }
-    await setMembership(ctx.deps.db, user.id, principal.organizationId, input.role, now)
-    const member = (await findMember(ctx.deps.db, principal.organizationId, user.id))!
-    return created(memberToJson(member), `${ctx.config.productApiUrl}/members/${member.user_id}`)
   }
 
   async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
@@ -124,7 +77,6 @@ export function memberRoutes(config: Config, guard: Guard, credentials: Credenti
 
   return [
     { method: 'GET', path: '/members', handler: guard.protect('members:manage', list), doc: listDoc },
-    { method: 'POST', path: '/members', handler: guard.protect('members:manage', add), doc: addDoc },
     { method: 'PATCH', path: '/members/:user_id', handler: guard.protect('members:manage', update), doc: updateDoc },
     { method: 'DELETE', path: '/members/:user_id', handler: guard.protect('members:manage', remove), doc: removeDoc },
   ]
@@ -139,19 +91,6 @@ const listDoc: OperationDoc = {
   tags: TAGS,
   scopes: ['members:manage'],
   responses: { 200: { description: 'The members.', schema: MemberListSchema }, ...protectedErrors() },
-}
-
-const addDoc: OperationDoc = {
-  operationId: 'addMember',
-  summary: 'Add a user to the organization',
-  description: 'Creates the account when the email has none (password required then). Only Owners add Owners.',
-  tags: TAGS,
-  scopes: ['members:manage'],
-  body: { schema: MemberAddSchema, mediaTypes: ['application/json'], required: true },
-  responses: {
-    201: { description: 'Added.', schema: MemberSchema, headers: { Location: 'URL of the membership.' } },
-    ...protectedErrors({ ...OWNERS, 409: 'Already a member.', 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
-  },
 }
 
 const updateDoc: OperationDoc = {

@@ -5,7 +5,7 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from '@oslojs/encoding'
 import { createPolicy, deletePolicy, findPolicy, listPolicies, updatePolicy, type Policy, type PolicyCursor, type PolicyFields } from '../storage/policies.ts'
-import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, UUID, type Guard } from './access.ts'
+import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, UUID, withinCap, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import type { OperationDoc, Route } from './surface.ts'
@@ -259,7 +259,8 @@ export function policyRoutes(guard: Guard): Route[] {
       mode: input.mode,
       enabled: input.enabled,
     }
-    const policy = await createPolicy(ctx.deps.db, organizationId, policyFields, createdBy(principal), new Date(ctx.now))
+    const cap = { limit: ctx.config.maxPoliciesPerOrg, what: 'policies', setting: 'MAX_POLICIES_PER_ORG' }
+    const policy = await withinCap(() => createPolicy(ctx.deps.db, organizationId, policyFields, createdBy(principal), new Date(ctx.now), cap))
     return created(policyToJson(policy), `${ctx.config.productApiUrl}/policies/${policy.policy_id}`)
   }
 
@@ -327,6 +328,7 @@ const createDoc: OperationDoc = {
     201: { description: 'Created.', schema: PolicySchema, headers: { Location: 'URL of the new policy.' } },
     ...protectedErrors({
       404: 'The organization is not the credential\'s ("Organization not found").',
+      409: 'The organization has reached its cap of policies (MAX_POLICIES_PER_ORG).',
       413: 'Body larger than the limit.',
       415: 'Content-Type other than application/json.',
     }),

@@ -8,6 +8,7 @@ import { createCredentials } from './credentials.ts'
 import type { Deps } from './deps.ts'
 import { healthRoutes } from './health.ts'
 import { REASON } from './http.ts'
+import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { memberRoutes } from './members.ts'
 import { policyRoutes } from './policies.ts'
@@ -16,10 +17,15 @@ import type { Surface } from './surface.ts'
 
 export function createProductSurface(config: Config, deps: Deps): Surface {
   const credentials = createCredentials(config, deps)
-  const guard = createGuard(credentials, createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null))
+  const guard = createGuard(
+    credentials,
+    createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null),
+    // Per organization too: minting more keys must not multiply an organization's budget.
+    createRateLimiter(config.apiOrgRateLimit, 'api-org', deps.rateLimits ?? null),
+  )
   return {
     name: 'product',
-    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(config, guard, credentials), ...healthRoutes(deps.db)],
+    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(guard, credentials), ...invitationRoutes(config, guard), ...healthRoutes(deps.db)],
     errorBody: (status, error) =>
       error.code
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }

@@ -1,6 +1,7 @@
 // Organization-owned API keys. The secret is shown once, at creation; only its SHA-256 and a
 // display prefix are kept. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
+import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import type { Database, Role } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
 
@@ -98,7 +99,12 @@ function toRecord(row: KeyRow): ApiKeyRecord {
   }
 }
 
-export async function createApiKey(db: Kysely<Database>, input: NewApiKey, now: Date): Promise<{ key: ApiKeyRecord; secret: string }> {
+async function insertApiKey(
+  db: Kysely<Database>,
+  input: NewApiKey,
+  issuerKeyId: string | null,
+  now: Date,
+): Promise<{ key: ApiKeyRecord; secret: string }> {
   const secret = generateSecret('key')
   const row = await db
     .insertInto('api_keys')
@@ -111,12 +117,44 @@ export async function createApiKey(db: Kysely<Database>, input: NewApiKey, now: 
       display_prefix: displayPrefix(secret),
       created_by_user_id: input.createdByUserId,
       created_by_key_id: input.createdByKeyId,
+      issuer_key_id: issuerKeyId,
       created_at: now,
       expires_at: input.expiresAt,
     })
     .returning(COLUMNS)
     .executeTakeFirstOrThrow()
   return { key: toRecord(row as KeyRow), secret }
+}
+
+/** Active keys of the organization: not revoked and not expired. */
+async function countActiveKeys(db: Kysely<Database>, organizationId: string, now: Date): Promise<number> {
+  const row = await db
+    .selectFrom('api_keys')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('organization_id', '=', organizationId)
+    .where('revoked_at', 'is', null)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+/**
+ * Creates a key. With a cap, the organization is locked while active keys are counted, so
+ * parallel creations cannot overshoot it. A key created by a key is issued by it: revoking the
+ * issuer revokes it (see revokeApiKey).
+ */
+export async function createApiKey(
+  db: Kysely<Database>,
+  input: NewApiKey,
+  now: Date,
+  cap: Cap | null = null,
+): Promise<{ key: ApiKeyRecord; secret: string }> {
+  if (cap === null) return insertApiKey(db, input, input.createdByKeyId, now)
+  return db.transaction().execute(async (trx) => {
+    await lockOrganization(trx, input.organizationId)
+    assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
+    return insertApiKey(trx, input, input.createdByKeyId, now)
+  })
 }
 
 export async function listApiKeys(db: Kysely<Database>, organizationId: string, limit = 1000): Promise<ApiKeyRecord[]> {
@@ -174,22 +212,43 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
   }
 }
 
-/** Revokes the key now. Returns false when it was not found in the organization or already revoked. */
-export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date): Promise<boolean> {
-  const result = await db
-    .updateTable('api_keys')
-    .set({ revoked_at: now })
-    .where('organization_id', '=', organizationId)
-    .where('id', '=', keyId)
-    .where('revoked_at', 'is', null)
-    .executeTakeFirst()
-  return Number(result.numUpdatedRows) > 0
+/**
+ * Revokes the key and, in the same transaction, every key it issued, transitively (a stolen key
+ * must not buy persistence through keys minted with it), and every session minted from any of
+ * them. Walks already-revoked keys too, so revoking again reaches anything still alive below.
+ * Returns the ids of the keys this call revoked (empty: nothing was active).
+ */
+export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date): Promise<string[]> {
+  return db.transaction().execute(async (trx) => {
+    const revoked = await sql<{ id: string }>`
+      with recursive tree(id) as (
+        select id from api_keys where id = ${keyId} and organization_id = ${organizationId}
+        union
+        select k.id from api_keys k join tree t on k.issuer_key_id = t.id
+      )
+      update api_keys set revoked_at = ${now}
+      where id in (select id from tree) and revoked_at is null
+      returning id
+    `.execute(trx)
+    const ids = revoked.rows.map((row) => row.id)
+    if (ids.length > 0) {
+      await trx.updateTable('token_families').set({ revoked_at: now }).where('api_key_id', 'in', ids).where('revoked_at', 'is', null).execute()
+    }
+    return ids
+  })
 }
 
 /**
  * Issues a successor with the same organization, name and role. The old key stops now, or keeps
  * working until `oldKeyUntil` (Stripe's "roll" with an overlap). Null when the key is not an
  * active key of the organization.
+ *
+ * Rotation is a continuation, not a new branch: the successor takes the old key's place in the
+ * issuing lineage (same issuer, unless another key did the rotating, which then issues it), and
+ * the keys the old one issued move under the successor. So ending the old key, at once or after
+ * the overlap, never revokes the successor or those keys; revoking the successor (or its issuer)
+ * does. With a cap, an overlap needs a free slot (both keys work for a while); an immediate
+ * rotation swaps one active key for another.
  */
 export async function rotateApiKey(
   db: Kysely<Database>,
@@ -198,18 +257,22 @@ export async function rotateApiKey(
   creator: { userId: string | null; keyId: string | null },
   oldKeyUntil: Date | null,
   now: Date,
+  cap: Cap | null = null,
 ): Promise<{ key: ApiKeyRecord; secret: string } | null> {
   return db.transaction().execute(async (trx) => {
+    if (cap !== null) await lockOrganization(trx, organizationId)
     const old = await trx
       .selectFrom('api_keys')
-      .select(['id', 'name', 'role', 'expires_at'])
+      .select(['id', 'name', 'role', 'expires_at', 'issuer_key_id'])
       .where('organization_id', '=', organizationId)
       .where('id', '=', keyId)
       .where('revoked_at', 'is', null)
       .forUpdate()
       .executeTakeFirst()
     if (!old) return null
-    const created = await createApiKey(
+    if (cap !== null && oldKeyUntil !== null) assertBelowCap(await countActiveKeys(trx, organizationId, now), cap)
+    const issuer = creator.keyId !== null && creator.keyId !== old.id ? creator.keyId : old.issuer_key_id
+    const created = await insertApiKey(
       trx,
       {
         organizationId,
@@ -219,8 +282,10 @@ export async function rotateApiKey(
         createdByKeyId: creator.keyId,
         expiresAt: old.expires_at ? new Date(old.expires_at) : null,
       },
+      issuer,
       now,
     )
+    await trx.updateTable('api_keys').set({ issuer_key_id: created.key.key_id }).where('issuer_key_id', '=', old.id).execute()
     const oldExpiry = old.expires_at ? new Date(old.expires_at) : null
     const until = oldKeyUntil && (!oldExpiry || oldKeyUntil < oldExpiry) ? oldKeyUntil : oldExpiry
     await trx

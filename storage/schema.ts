@@ -67,11 +67,35 @@ export interface ApiKeyTable {
   /** The user whose current role caps the key (also set when a key created it); null: an operator's key. */
   created_by_user_id: string | null
   created_by_key_id: string | null
+  /**
+   * The key whose revocation revokes this one: the issuing key, re-pointed to its successor when
+   * that key is rotated. Null for keys issued by a user session or the operator.
+   */
+  issuer_key_id: Generated<string | null>
   created_at: Timestamp
   expires_at: Timestamp | null
   revoked_at: Timestamp | null
   last_used_at: Timestamp | null
   replaced_by: string | null
+}
+
+/** A pending or settled invitation to join an organization; the secret is kept only as SHA-256. */
+export interface InvitationTable {
+  id: string
+  organization_id: string
+  /** As the inviter typed it, trimmed. */
+  email: string
+  email_normalized: string
+  role: Role
+  secret_hash: string
+  /** "user:<uuid>" or "key:<uuid>". */
+  invited_by: string
+  created_at: Timestamp
+  expires_at: Timestamp
+  accepted_at: Timestamp | null
+  accepted_user_id: string | null
+  revoked_at: Timestamp | null
+  failed_attempts: Generated<number>
 }
 
 export interface TokenFamilyTable {
@@ -138,6 +162,7 @@ export interface Database {
   users: UserTable
   memberships: MembershipTable
   api_keys: ApiKeyTable
+  invitations: InvitationTable
   token_families: TokenFamilyTable
   access_tokens: AccessTokenTable
   refresh_tokens: RefreshTokenTable

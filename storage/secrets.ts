@@ -1,4 +1,5 @@
-// Bearer secrets: API keys (stw_key_…), access tokens (stw_at_…) and refresh tokens (stw_rt_…).
+// Bearer secrets: API keys (stw_key_…), access tokens (stw_at_…), refresh tokens (stw_rt_…) and
+// invitation secrets (stw_inv_…).
 // GitHub's design: a recognisable prefix for secret scanners, 160 random bits, and a checksum so
 // a mistyped or made-up token is refused before any database work. Only SHA-256 is stored: the
 // secret is high-entropy, so a fast hash cannot be brute-forced.
@@ -6,11 +7,11 @@ import { sha256 } from '@oslojs/crypto/sha2'
 import { constantTimeEqual } from '@oslojs/crypto/subtle'
 import { encodeBase32LowerCaseNoPadding, encodeHexLowerCase } from '@oslojs/encoding'
 
-export type SecretKind = 'key' | 'at' | 'rt'
+export type SecretKind = 'key' | 'at' | 'rt' | 'inv'
 
 const BODY_CHARS = 32 // 20 random bytes in base32
 const CHECK_CHARS = 7 // 4 bytes of SHA-256 in base32
-const SHAPE = /^stw_(key|at|rt)_([a-z2-7]{32})([a-z2-7]{7})$/
+const SHAPE = /^stw_(key|at|rt|inv)_([a-z2-7]{32})([a-z2-7]{7})$/
 const encoder = new TextEncoder()
 
 function checksum(prefix: string, body: string): string {
@@ -36,7 +37,7 @@ export function secretKind(token: string): SecretKind | null {
 }
 
 /** Anything that looks like one of our secrets, e.g. inside a URL query string. */
-export const SECRET_PATTERN = /stw_(key|at|rt)_[a-z2-7]{8,}/i
+export const SECRET_PATTERN = /stw_(key|at|rt|inv)_[a-z2-7]{8,}/i
 
 /** The stored form: SHA-256, lower-case hex. */
 export function hashSecret(token: string): string {

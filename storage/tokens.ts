@@ -34,6 +34,17 @@ export interface IssuedTokens {
   accessToken: string
   accessExpiresAt: Date
   refreshToken: string | null
+  /** Older sessions of the same user ended to keep within the cap (see startSession). */
+  endedFamilies?: string[]
+}
+
+/** Limits on a user's sign-ins, applied when a new one starts. */
+export interface SessionLimits {
+  /** Live sessions (families) a user may hold; starting one more ends the oldest. */
+  readonly maxPerUser: number
+  /** A family is dead this long after it started (its refresh tokens never outlive it). */
+  readonly refreshSeconds: number
+  readonly accessSeconds: number
 }
 
 export async function startSession(
@@ -41,15 +52,64 @@ export async function startSession(
   owner: FamilyOwner,
   lifetimes: { accessSeconds: number; refreshSeconds: number | null },
   now: Date,
+  limits: SessionLimits | null = null,
 ): Promise<IssuedTokens> {
   return db.transaction().execute(async (trx) => {
+    const ended = owner.userId !== null && limits !== null ? await makeRoomForSession(trx, owner.userId, limits, now) : []
     const familyId = crypto.randomUUID()
     await trx
       .insertInto('token_families')
       .values({ id: familyId, organization_id: owner.organizationId, user_id: owner.userId, api_key_id: owner.apiKeyId, role: owner.role, created_at: now })
       .execute()
-    return issuePair(trx, familyId, lifetimes, now)
+    return { ...(await issuePair(trx, familyId, lifetimes, now)), endedFamilies: ended }
   })
+}
+
+/**
+ * Under a lock on the user's row: deletes the user's dead families (ended or revoked long enough
+ * ago) and revokes the oldest live ones so the new one fits the cap. Returns the revoked ids.
+ */
+async function makeRoomForSession(trx: Kysely<Database>, userId: string, limits: SessionLimits, now: Date): Promise<string[]> {
+  await trx.selectFrom('users').select('id').where('id', '=', userId).forUpdate().executeTakeFirst()
+  const { endedBefore, revokedBefore } = deadline(limits, now)
+  await trx
+    .deleteFrom('token_families')
+    .where('user_id', '=', userId)
+    .where((eb) => eb.or([eb('created_at', '<', endedBefore), eb('revoked_at', '<', revokedBefore)]))
+    .execute()
+  const live = await trx
+    .selectFrom('token_families')
+    .select('id')
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null)
+    .where('created_at', '>=', endedBefore)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .execute()
+  const oldest = live.slice(Math.max(0, limits.maxPerUser - 1)).map((row) => row.id)
+  if (oldest.length > 0) await trx.updateTable('token_families').set({ revoked_at: now }).where('id', 'in', oldest).execute()
+  return oldest
+}
+
+/**
+ * A family started before `endedBefore` can hold no live token (rotation never extends it past its
+ * first refresh expiry); a revoked one is kept a refresh lifetime for the record, then dropped.
+ */
+function deadline(limits: { refreshSeconds: number; accessSeconds: number }, now: Date): { endedBefore: Date; revokedBefore: Date } {
+  return {
+    endedBefore: new Date(now.getTime() - (limits.refreshSeconds + limits.accessSeconds) * 1000),
+    revokedBefore: new Date(now.getTime() - limits.refreshSeconds * 1000),
+  }
+}
+
+/** Deletes dead families of every user and key, with their tokens (the periodic sweep). */
+export async function pruneTokenFamilies(db: Kysely<Database>, limits: { refreshSeconds: number; accessSeconds: number }, now: Date): Promise<number> {
+  const { endedBefore, revokedBefore } = deadline(limits, now)
+  const result = await db
+    .deleteFrom('token_families')
+    .where((eb) => eb.or([eb('created_at', '<', endedBefore), eb('revoked_at', '<', revokedBefore)]))
+    .executeTakeFirst()
+  return Number(result.numDeletedRows)
 }
 
 async function issuePair(

@@ -7,14 +7,14 @@ import { createCredentials } from '../routes/credentials.ts'
 import { silentLogger } from '../routes/deps.ts'
 import type { RequestContext } from '../routes/http.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
-import { jsonOf, productApp, type ProductApp } from './product-support.ts'
+import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
 
 const PASSWORD = 'a long enough password'
 
 /** A new Admin of org A, signed in, with an Admin key of their own and a token minted from it. */
 async function adminWithKey(app: ProductApp, email: string) {
   const { vars } = app
-  const member = await jsonOf(await app.call('POST', '/members', { token: vars.OWNER_KEY_A, json: { email, role: 'admin', password: PASSWORD } }))
+  const member = await inviteAndAccept(app, vars.OWNER_KEY_A!, email, 'admin', PASSWORD)
   const session = await jsonOf(await app.call('POST', '/auth/login', { json: { email, password: PASSWORD } }))
   const res = await app.call('POST', '/keys', { token: session.access_token, json: { role: 'admin', name: 'made by a user' } })
   if (res.status !== 201) throw new Error(`POST /keys answered ${res.status}: ${await res.text()}`)

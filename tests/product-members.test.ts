@@ -1,17 +1,14 @@
 // Members: Admins and Owners manage members; only Owners manage Owners; one Owner always remains;
-// a removed member's session stops on the next request.
+// a removed member's session stops on the next request. People join by invitation only.
 import t from 'tap'
-import { jsonOf, productApp } from './product-support.ts'
+import { inviteAndAccept, jsonOf, productApp } from './product-support.ts'
 
 const app = await productApp(t)
 const { vars } = app
 
-t.test('an Admin adds a new user, who can sign in with the role given', async (t) => {
-  const res = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'New.Person@Example.com', role: 'manager', password: 'a long enough password' } })
-  t.equal(res.status, 201)
-  const member = await jsonOf(res)
-  t.same(member, { user_id: member.user_id, email: 'New.Person@Example.com', role: 'manager', created_at: '2026-11-22T12:00:00.000Z' })
-  t.equal(res.headers.get('location'), `https://api.example.com/members/${member.user_id}`)
+t.test('an Admin invites a new user, who accepts and can sign in with the role given', async (t) => {
+  const member = await inviteAndAccept(app, vars.ADMIN_KEY_A!, 'New.Person@Example.com', 'manager', 'a long enough password')
+  t.same(member, { organization_id: vars.ORG_A, user_id: member.user_id, email: 'New.Person@Example.com', role: 'manager', created_at: '2026-11-22T12:00:00.000Z' })
   const login = await jsonOf(await app.call('POST', '/auth/login', { json: { email: 'new.person@example.com', password: 'a long enough password' } }))
   t.equal(login.role, 'manager')
   const list = await jsonOf(await app.call('GET', '/members', { token: vars.OWNER_KEY_A }))
@@ -38,7 +35,7 @@ t.test('errors', async (t) => {
   const owner = (await jsonOf(await app.call('GET', '/members', { token: vars.OWNER_KEY_A }))).members.find((m: { role: string }) => m.role === 'owner')
 
   t.test('only Owners manage Owners', async (t) => {
-    const promote = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'x@example.com', role: 'owner', password: 'a long enough password' } })
+    const promote = await app.call('POST', '/invitations', { token: vars.ADMIN_KEY_A, json: { email: 'x@example.com', role: 'owner' } })
     t.equal(promote.status, 403)
     t.same(await jsonOf(promote), { status: 'Forbidden', error: 'Only Owners manage Owners' })
     const demote = await app.call('PATCH', `/members/${owner.user_id}`, { token: vars.ADMIN_KEY_A, json: { role: 'viewer' } })
@@ -64,15 +61,17 @@ t.test('errors', async (t) => {
 
   t.test('a member email follows the same address rule as the lead forms', async (t) => {
     for (const email of ['ops@acme.c', 'a..b@example.com', 'two@@example.com']) {
-      const res = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email, role: 'viewer', password: 'a long enough password' } })
+      const res = await app.call('POST', '/invitations', { token: vars.ADMIN_KEY_A, json: { email, role: 'viewer' } })
       t.same(await jsonOf(res), { status: 'Bad Request', error: 'Field email must be an email address' }, email)
     }
   })
 
-  t.test('a new account needs a password; an existing member is 409; another organization\'s member is 404', async (t) => {
-    const noPassword = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'fresh@example.com', role: 'viewer' } })
-    t.same(await jsonOf(noPassword), { status: 'Bad Request', error: 'Field password is required to create a new account' })
-    const again = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: vars.USER_EMAIL_A, role: 'viewer' } })
+  t.test('nobody is attached directly; an existing member is 409; another organization\'s member is 404', async (t) => {
+    const direct = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'fresh@example.com', role: 'viewer', password: 'a long enough password' } })
+    t.equal(direct.status, 405)
+    t.equal(direct.headers.get('allow'), 'GET, HEAD, OPTIONS')
+    await direct.body?.cancel()
+    const again = await app.call('POST', '/invitations', { token: vars.ADMIN_KEY_A, json: { email: vars.USER_EMAIL_A, role: 'viewer' } })
     t.equal(again.status, 409)
     await again.body?.cancel()
     const ownerB = (await jsonOf(await app.call('GET', '/members', { token: vars.OWNER_KEY_B }))).members[0]

@@ -36,3 +36,17 @@ export async function jsonOf(response: Response): Promise<any> {
 export function form(fields: Record<string, string>): { body: string; headers: Record<string, string> } {
   return { body: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } }
 }
+
+/**
+ * Brings a user into the inviter's organization the way a person does: an invitation, then an
+ * accept with the secret (a new account takes the password; an existing one must give its own).
+ * Returns the membership the accept answered with.
+ */
+export async function inviteAndAccept(app: ProductApp, inviterToken: string, email: string, role: string, password: string): Promise<any> {
+  const invited = await app.call('POST', '/invitations', { token: inviterToken, json: { email, role } })
+  if (invited.status !== 201) throw new Error(`POST /invitations answered ${invited.status}: ${await invited.text()}`)
+  const { token } = await jsonOf(invited)
+  const accepted = await app.call('POST', '/invitations/accept', { json: { token, password } })
+  if (accepted.status !== 201) throw new Error(`POST /invitations/accept answered ${accepted.status}: ${await accepted.text()}`)
+  return jsonOf(accepted)
+}

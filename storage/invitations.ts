@@ -1,0 +1,250 @@
+// Invitations: how a user joins an organization. The inviter gets a one-time secret (stw_inv_…),
+// shown once and kept only as SHA-256, to pass on out of band; the invitee accepts with it.
+// Nothing here looks at whether the email has an account until the invitee accepts, so an
+// invitation tells the inviter nothing about other organizations. Knows nothing of HTTP.
+import type { Kysely } from 'kysely'
+import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
+import type { Database, Role } from './schema.ts'
+import { generateSecret, hashSecret } from './secrets.ts'
+import { createUserUnlessExists, normalizeUserEmail, type Member } from './users.ts'
+
+/** What an inviter sees: only what they typed, and the invitation's own dates. */
+export interface Invitation {
+  id: string
+  organization_id: string
+  email: string
+  role: Role
+  invited_by: string
+  created_at: Date
+  expires_at: Date
+}
+
+/** Wrong passwords one invitation tolerates before it is revoked (bounds guessing through it). */
+export const MAX_ACCEPT_FAILURES = 5
+
+const COLUMNS = ['id', 'organization_id', 'email', 'role', 'invited_by', 'created_at', 'expires_at'] as const
+
+function toInvitation(row: { id: string; organization_id: string; email: string; role: Role; invited_by: string; created_at: Date | string; expires_at: Date | string }): Invitation {
+  return { ...row, created_at: new Date(row.created_at), expires_at: new Date(row.expires_at) }
+}
+
+export type InviteOutcome = { outcome: 'created'; invitation: Invitation; secret: string } | { outcome: 'member' } | { outcome: 'pending' }
+
+/**
+ * Creates an invitation, unless the email is already a member of this organization or has an open
+ * invitation to it. Members plus open invitations count against the cap, under the
+ * organization's lock. An expired open invitation for the same email is closed first.
+ */
+export async function createInvitation(
+  db: Kysely<Database>,
+  input: { organizationId: string; email: string; role: Role; invitedBy: string; ttlSeconds: number },
+  cap: Cap,
+  now: Date,
+): Promise<InviteOutcome> {
+  const email = input.email.trim()
+  const normalized = normalizeUserEmail(email)
+  return db.transaction().execute(async (trx): Promise<InviteOutcome> => {
+    await lockOrganization(trx, input.organizationId)
+    await trx
+      .updateTable('invitations')
+      .set({ revoked_at: now })
+      .where('organization_id', '=', input.organizationId)
+      .where('email_normalized', '=', normalized)
+      .where('accepted_at', 'is', null)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '<=', now)
+      .execute()
+    // The organization's own members are the inviter's to see (GET /members); nothing else is looked up.
+    const member = await trx
+      .selectFrom('memberships as m')
+      .innerJoin('users as u', 'u.id', 'm.user_id')
+      .select('m.user_id')
+      .where('m.organization_id', '=', input.organizationId)
+      .where('u.email_normalized', '=', normalized)
+      .executeTakeFirst()
+    if (member) return { outcome: 'member' }
+    const open = await trx
+      .selectFrom('invitations')
+      .select('id')
+      .where('organization_id', '=', input.organizationId)
+      .where('email_normalized', '=', normalized)
+      .where('accepted_at', 'is', null)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst()
+    if (open) return { outcome: 'pending' }
+    assertBelowCap(await countSeats(trx, input.organizationId, now), cap)
+    const secret = generateSecret('inv')
+    const row = await trx
+      .insertInto('invitations')
+      .values({
+        id: crypto.randomUUID(),
+        organization_id: input.organizationId,
+        email,
+        email_normalized: normalized,
+        role: input.role,
+        secret_hash: hashSecret(secret),
+        invited_by: input.invitedBy,
+        created_at: now,
+        expires_at: new Date(now.getTime() + input.ttlSeconds * 1000),
+      })
+      .returning(COLUMNS)
+      .executeTakeFirstOrThrow()
+    return { outcome: 'created', invitation: toInvitation(row), secret }
+  })
+}
+
+/** Members plus open (unexpired, unrevoked, unaccepted) invitations. */
+async function countSeats(db: Kysely<Database>, organizationId: string, now: Date): Promise<number> {
+  const members = await db
+    .selectFrom('memberships')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('organization_id', '=', organizationId)
+    .executeTakeFirstOrThrow()
+  const open = await db
+    .selectFrom('invitations')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('organization_id', '=', organizationId)
+    .where('accepted_at', 'is', null)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirstOrThrow()
+  return Number(members.n) + Number(open.n)
+}
+
+/** Open invitations of the organization, oldest first. */
+export async function listOpenInvitations(db: Kysely<Database>, organizationId: string, now: Date, limit = 1000): Promise<Invitation[]> {
+  const rows = await db
+    .selectFrom('invitations')
+    .select(COLUMNS)
+    .where('organization_id', '=', organizationId)
+    .where('accepted_at', 'is', null)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+  return rows.map(toInvitation)
+}
+
+export async function findOpenInvitation(db: Kysely<Database>, organizationId: string, id: string, now: Date): Promise<Invitation | null> {
+  const row = await db
+    .selectFrom('invitations')
+    .select(COLUMNS)
+    .where('organization_id', '=', organizationId)
+    .where('id', '=', id)
+    .where('accepted_at', 'is', null)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst()
+  return row ? toInvitation(row) : null
+}
+
+/** Revokes an open invitation; false when it was not open (already used, revoked or missing). */
+export async function revokeInvitation(db: Kysely<Database>, organizationId: string, id: string, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('invitations')
+    .set({ revoked_at: now })
+    .where('organization_id', '=', organizationId)
+    .where('id', '=', id)
+    .where('accepted_at', 'is', null)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows) > 0
+}
+
+/** An open invitation found by its secret's hash, with the account its email has, if any. */
+export interface OpenInvitation extends Invitation {
+  /** The existing account's id and password hash; null when the email has no account yet. */
+  account: { id: string; password_hash: string } | null
+}
+
+export async function findInvitationBySecret(db: Kysely<Database>, secretHash: string, now: Date): Promise<OpenInvitation | null> {
+  const row = await db
+    .selectFrom('invitations as i')
+    .leftJoin('users as u', 'u.email_normalized', 'i.email_normalized')
+    .select(['i.id', 'i.organization_id', 'i.email', 'i.role', 'i.invited_by', 'i.created_at', 'i.expires_at', 'u.id as user_id', 'u.password_hash'])
+    .where('i.secret_hash', '=', secretHash)
+    .where('i.accepted_at', 'is', null)
+    .where('i.revoked_at', 'is', null)
+    .where('i.expires_at', '>', now)
+    .executeTakeFirst()
+  if (!row) return null
+  const { user_id: userId, password_hash: passwordHash, ...invitation } = row
+  return { ...toInvitation(invitation), account: userId && passwordHash ? { id: userId, password_hash: passwordHash } : null }
+}
+
+/** Counts a wrong password against the invitation; the MAX_ACCEPT_FAILURES-th revokes it. */
+export async function recordAcceptFailure(db: Kysely<Database>, id: string, now: Date): Promise<void> {
+  await db
+    .updateTable('invitations')
+    .set((eb) => ({ failed_attempts: eb('failed_attempts', '+', 1) }))
+    .where('id', '=', id)
+    .execute()
+  await db
+    .updateTable('invitations')
+    .set({ revoked_at: now })
+    .where('id', '=', id)
+    .where('revoked_at', 'is', null)
+    .where('failed_attempts', '>=', MAX_ACCEPT_FAILURES)
+    .execute()
+}
+
+export type AcceptOutcome = { outcome: 'accepted'; member: Member } | { outcome: 'invalid' }
+
+/**
+ * Spends the invitation and makes the membership, in one transaction. The conditional UPDATE lets
+ * exactly one of several concurrent accepts through. `account` is what the caller verified: the
+ * existing user (password checked), or a new account's email and password hash. If an account
+ * appeared for the email since (a race), nothing is attached: the caller did not verify it.
+ */
+export async function acceptInvitation(
+  db: Kysely<Database>,
+  invitation: Invitation,
+  account: { userId: string } | { passwordHash: string },
+  now: Date,
+): Promise<AcceptOutcome> {
+  return db
+    .transaction()
+    .execute(async (trx): Promise<AcceptOutcome> => {
+      const spent = await trx
+        .updateTable('invitations')
+        .set({ accepted_at: now })
+        .where('id', '=', invitation.id)
+        .where('accepted_at', 'is', null)
+        .where('revoked_at', 'is', null)
+        .where('expires_at', '>', now)
+        .returning(['id'])
+        .executeTakeFirst()
+      if (!spent) return { outcome: 'invalid' }
+      let userId: string
+      if ('userId' in account) userId = account.userId
+      else {
+        const made = await createUserUnlessExists(trx, invitation.email, account.passwordHash, now)
+        if (!made.created) throw new AcceptRace()
+        userId = made.user.id
+      }
+      await trx.updateTable('invitations').set({ accepted_user_id: userId }).where('id', '=', invitation.id).execute()
+      // Already a member (e.g. the operator added them meanwhile): the existing role stands.
+      await trx
+        .insertInto('memberships')
+        .values({ user_id: userId, organization_id: invitation.organization_id, role: invitation.role, created_at: now })
+        .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doNothing())
+        .execute()
+      const member = await trx
+        .selectFrom('memberships as m')
+        .innerJoin('users as u', 'u.id', 'm.user_id')
+        .select(['m.user_id', 'u.email', 'm.role', 'm.created_at'])
+        .where('m.organization_id', '=', invitation.organization_id)
+        .where('m.user_id', '=', userId)
+        .executeTakeFirstOrThrow()
+      return { outcome: 'accepted', member: { ...member, created_at: new Date(member.created_at) } }
+    })
+    .catch((error: unknown) => {
+      if (error instanceof AcceptRace) return { outcome: 'invalid' } as const
+      throw error
+    })
+}
+
+/** Thrown inside the accept transaction to roll it back. */
+class AcceptRace extends Error {}
