@@ -149,7 +149,11 @@ export async function measureStartup(options: StartupOptions = {}): Promise<Star
       try {
         if (database === 'pglite' && launcher === 'node' && options.coldTemplate !== false) {
           rmSync(TEMPLATE_CACHE, { recursive: true, force: true })
-          record({ launcher, database, phase: 'first start, no template', ...(await measureOnce(launcher, env)) })
+          try {
+            record({ launcher, database, phase: 'first start, no template', ...(await measureOnce(launcher, env)) })
+          } catch (error) {
+            log(`not ok - ${launcher} + ${database}, first start, no template: ${(error as Error).message.slice(0, 600)}`)
+          }
           rmSync(env.DATA_DIR, { recursive: true, force: true })
         }
         record({ launcher, database, phase: 'first start', ...(await measureOnce(launcher, env)) })
