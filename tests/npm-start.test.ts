@@ -13,6 +13,9 @@ import type { Test } from 'tap'
 import { createScratchDatabase, freePort } from '../bench/lib.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
+// On a fresh install the first embedded start also makes the initdb template (seconds; more on a
+// loaded CI machine): bounded waits, generous on purpose.
+t.setTimeout(300_000)
 
 function childrenOf(pid: number): number[] {
   const out: number[] = []
@@ -68,7 +71,7 @@ async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<voi
     } catch {
       return null
     }
-  }, 60_000)
+  }, 150_000)
   for (const pid of childrenOf(npm.pid!)) kids.add(pid)
   t.equal(kids.size, 1, 'npm runs one child')
   const [server] = [...kids]
