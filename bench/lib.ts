@@ -1,7 +1,7 @@
 // Shared by the bench scripts: start a real Steward server process on a runtime, wait until it
 // listens, stop it with SIGTERM; create and drop a throwaway PostgreSQL database.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { closeSync, existsSync, openSync } from 'node:fs'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
@@ -9,20 +9,45 @@ import { createServer } from 'node:net'
 import pg from 'pg'
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-export const BIN = join(ROOT, 'node_modules', '.bin')
 
 export type Runtime = 'node' | 'bun' | 'deno'
 export const RUNTIMES: readonly Runtime[] = ['node', 'bun', 'deno']
 
-/** The command line that runs a TypeScript entry file on a runtime (binaries from node_modules/.bin). */
+/**
+ * Bun and Deno are not in package.json: their npm packages hold one platform's binary each, and a
+ * lock file made on one platform then made `npm ci` fail on another. The benchmarks install them on
+ * first use into a prefix of their own (.runtimes/, ignored by git), at these exact versions.
+ */
+export const RUNTIME_PREFIX = join(ROOT, '.runtimes')
+export const RUNTIME_PACKAGES: Readonly<Record<'bun' | 'deno', string>> = { bun: 'bun@1.4.5', deno: 'deno@2.9.6' }
+const RUNTIME_BIN = join(RUNTIME_PREFIX, 'node_modules', '.bin')
+
+/** Installs Bun or Deno into .runtimes/ unless already there; throws with npm's output on failure. */
+export function ensureRuntime(runtime: Runtime): void {
+  if (runtime === 'node' || existsSync(join(RUNTIME_BIN, runtime))) return
+  mkdirSync(RUNTIME_PREFIX, { recursive: true })
+  // Its own package.json: without one, npm would climb to this project's and install there.
+  if (!existsSync(join(RUNTIME_PREFIX, 'package.json'))) writeFileSync(join(RUNTIME_PREFIX, 'package.json'), '{ "private": true }\n')
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+  const installed = spawnSync(npm, ['install', '--prefix', RUNTIME_PREFIX, '--no-audit', '--no-fund', RUNTIME_PACKAGES[runtime]], {
+    cwd: RUNTIME_PREFIX,
+    encoding: 'utf8',
+  })
+  if (installed.status !== 0 || !existsSync(join(RUNTIME_BIN, runtime))) {
+    throw new Error(`could not install ${RUNTIME_PACKAGES[runtime]} into .runtimes/: ${(installed.stderr || installed.stdout || String(installed.error)).slice(-800)}`)
+  }
+}
+
+/** The command line that runs a TypeScript entry file on a runtime (Bun and Deno from .runtimes/). */
 export function runtimeCommand(runtime: Runtime, script: string, args: readonly string[] = []): [string, string[]] {
+  ensureRuntime(runtime)
   switch (runtime) {
     case 'node':
       return [process.execPath, ['--import', 'tsx', script, ...args]]
     case 'bun':
-      return [join(BIN, 'bun'), [script, ...args]]
+      return [join(RUNTIME_BIN, 'bun'), [script, ...args]]
     case 'deno':
-      return [join(BIN, 'deno'), ['run', '-A', script, ...args]]
+      return [join(RUNTIME_BIN, 'deno'), ['run', '-A', script, ...args]]
   }
 }
 

@@ -7,7 +7,7 @@
 // Then p50/p99 at half of each route's measured maximum (open loop, fixed rate).
 // Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/test); a scratch database is created and dropped.
-// Writes bench/RESULTS.md. About 4–5 minutes.
+// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 6–7 minutes.
 import { rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import os from 'node:os'
@@ -16,12 +16,13 @@ import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../routes/deps.ts'
 import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedWorld, startProcess, startServer, type BenchWorld, type ServerProcess } from './lib.ts'
 import { fixedRateLatency, maxThroughput, pgLoop, type Latency, type RequestSpec, type Throughput } from './load.ts'
+import { measureStartup, startupMarkdown } from './startup.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 2)
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS || 3))
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS || 1)
 const CONNECTIONS = 10
-const HARD_LIMIT_MS = 8 * 60_000
+const HARD_LIMIT_MS = 12 * 60_000
 const hardStop = setTimeout(() => {
   console.error('bench: hard time limit reached; stopping')
   void cleanup().finally(() => process.exit(2))
@@ -258,6 +259,10 @@ try {
   lines.push('', '## Statuses seen', '')
   lines.push('| route | target | statuses |', '|---|---|---|')
   for (const s of scenarios) if (s.target !== 'pg-loop') lines.push(`| ${s.route} | ${s.target} | ${statuses(s.route, s.target)} |`)
+  // Start-up last: each server here starts alone, with nothing else running.
+  for (const server of servers.splice(0)) await server.stop(5000).catch(() => {})
+  log('# start-up: time to first /health 200 and process-tree memory')
+  lines.push('', ...startupMarkdown(await measureStartup({ adminUrl, log })))
   lines.push('', `Total run time ${((Date.now() - started) / 1000).toFixed(0)} s.`, '')
   lines.push(...NOTES)
   writeFileSync(resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS.md'), lines.join('\n'))

@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import type { Logger } from '../routes/deps.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
+import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'
 import type { Database } from './schema.ts'
 
 export interface DatabaseHandle {
@@ -63,14 +64,29 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     return { db, kind: 'postgres', pool, close: () => db.destroy() }
   }
   const { PGlite } = await import('@electric-sql/pglite')
-  let pglite
-  if (url === 'memory://' || url === 'memory:') {
-    pglite = await PGlite.create()
-  } else {
-    mkdirSync(options.dataDir, { recursive: true })
-    pglite = await PGlite.create({ dataDir: options.dataDir })
-  }
+  const startParams = pgliteStartParams(PGlite.defaultStartParams)
+  if (url === 'memory://' || url === 'memory:') return fromPglite(await PGlite.create({ startParams }))
+  mkdirSync(options.dataDir, { recursive: true })
+  const isNew = prepareNewDataDir(options.dataDir)
+  if (isNew) await createFromTemplate(options.dataDir, startParams)
+  const pglite = await PGlite.create({ dataDir: options.dataDir, startParams })
+  if (isNew) finishNewDataDir(options.dataDir)
   return fromPglite(pglite)
+}
+
+/**
+ * PGlite's own start settings, plus a smaller buffer cache. PostgreSQL sizes shared_buffers for a
+ * server with many connections (128 MB here); embedded, it is one connection inside this process,
+ * and every megabyte of it is WebAssembly memory the process keeps. The operating system still
+ * caches the data files underneath, so a larger database reads from memory either way.
+ *
+ * Durability is PGlite's, unchanged: its defaults already run PostgreSQL with fsync off (`-F`),
+ * because its WebAssembly file layer has no working fsync to call. A commit is written to the
+ * files before it is acknowledged, so it survives the process being killed; a power loss or
+ * kernel crash can lose the last commits. PostgreSQL (DATABASE_URL) is the choice when that matters.
+ */
+export function pgliteStartParams(defaults: readonly string[]): string[] {
+  return [...defaults, '-c', 'shared_buffers=16MB']
 }
 
 /** Wraps an open PGlite instance (tests clone a migrated template). */

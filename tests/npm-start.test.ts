@@ -1,0 +1,97 @@
+// `npm start &` then `kill $!` must stop the server: npm forwards SIGTERM to its child, and the
+// script must make that child the server itself (not a shell that dies and leaves it running, as
+// when the port stayed taken after npm had exited). PGlite under a temp DATA_DIR; on PostgreSQL
+// too when TEST_DATABASE_URL is set (a scratch database).
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import type { Test } from 'tap'
+import { createScratchDatabase, freePort } from '../bench/lib.ts'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+// On a fresh install the first embedded start also makes the initdb template (seconds; more on a
+// loaded CI machine): bounded waits, generous on purpose.
+t.setTimeout(300_000)
+
+function childrenOf(pid: number): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name))
+    } catch {}
+  }
+  return out
+}
+
+const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+async function until<T>(what: string, probe: () => Promise<T | null> | T | null, ms: number): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await probe()
+    if (value !== null) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<void> {
+  const port = await freePort()
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }
+  delete childEnv.NODE_OPTIONS // tap's loaders are not for the server
+  const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  npm.stderr!.on('data', (chunk) => (stderr += chunk))
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => npm.once('exit', (code, signal) => resolve({ code, signal })))
+  const kids = new Set<number>()
+  t.teardown(() => {
+    for (const pid of kids) if (alive(pid)) process.kill(pid, 'SIGKILL')
+    if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGKILL')
+  })
+  await until('GET /health 200', async () => {
+    if (npm.exitCode !== null) throw new Error(`npm start exited with ${npm.exitCode}: ${stderr}`)
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) })
+      await response.arrayBuffer()
+      return response.status === 200 ? true : null
+    } catch {
+      return null
+    }
+  }, 150_000)
+  for (const pid of childrenOf(npm.pid!)) kids.add(pid)
+  t.equal(kids.size, 1, 'npm runs one child')
+  const [server] = [...kids]
+  t.match(readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0').slice(0, 5).join(' '), /node --import tsx server\.ts start/, 'the child is the server, not a shell')
+
+  npm.kill('SIGTERM') // what `kill $!` sends after `npm start &`
+  const { code } = await until('npm to exit', () => (npm.exitCode !== null || npm.signalCode !== null ? exited : null), 15_000)
+  t.equal(code, 0, 'npm exits 0 after a graceful stop')
+  await until('the server process to exit', () => (alive(server!) ? null : true), 15_000)
+  t.equal(await portFree(port), true, 'the port is released')
+}
+
+t.test('npm start stops on SIGTERM with PGlite', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'steward-npm-start-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  await stopsOnSigterm(t, { DATA_DIR: dataDir, DATABASE_URL: '' })
+})
+
+t.test('npm start stops on SIGTERM with PostgreSQL', { skip: process.env.TEST_DATABASE_URL ? false : 'needs TEST_DATABASE_URL' }, async (t) => {
+  const scratch = await createScratchDatabase(process.env.TEST_DATABASE_URL!, 'steward_npmstart')
+  t.teardown(() => scratch.drop())
+  await stopsOnSigterm(t, { DATABASE_URL: scratch.url, DATA_DIR: join(tmpdir(), 'unused') })
+})
