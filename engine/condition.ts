@@ -39,9 +39,16 @@ export type ConditionCompileResult =
   | { readonly ok: false; readonly error: ConditionCompileError }
 
 // One environment for the process: building one is the expensive part, parsing against it is not.
+/**
+ * Library options: mixed list and map literals are allowed (as the CEL specification and cel-go
+ * do); nesting is bounded well below the library's default of 250, which a 4 KiB condition never
+ * needs.
+ */
+export const CEL_OPTIONS = Object.freeze({ homogeneousAggregateLiterals: false, limits: Object.freeze({ maxDepth: 32, maxAstNodes: 4096 }) })
+
 let environment: Environment | null = null
 function celEnvironment(): Environment {
-  environment ??= new Environment({ limits: { maxDepth: 32, maxAstNodes: 4096 } })
+  environment ??= new Environment(CEL_OPTIONS)
     .registerVariable('agent', 'map')
     .registerVariable('action', 'string')
     .registerVariable('resource', 'string')
