@@ -37,10 +37,18 @@ export interface CompiledPolicySet {
   readonly ruleset_revision: number
   /** Enabled, not archived policies, in input order. Disabled and archived ones never apply. */
   readonly policies: readonly CompiledPolicy[]
-  /** Policies naming an action exactly (and no wildcard action), by action. */
+  /** Policies naming an action exactly, by that action. */
   readonly byAction: ReadonlyMap<string, readonly CompiledPolicy[]>
-  /** Policies with at least one wildcard action pattern; each is tested with its matchAction. */
+  /**
+   * Policies with a wildcard action whose literal start holds a dot (`payments.*`,
+   * `payments.re*`), by that start up to its first dot (`payments.`): only actions in that
+   * namespace can match them.
+   */
+  readonly byNamespace: ReadonlyMap<string, readonly CompiledPolicy[]>
+  /** Policies with any other wildcard action (`*`, `*.read`, `pay*`): tested on every lookup. */
   readonly wildcard: readonly CompiledPolicy[]
+  /** Policies placed in more than one kind of list above (a lookup must then deduplicate). */
+  readonly shared: ReadonlySet<CompiledPolicy>
   /** Stored conditions that failed to compile (they fail closed; see CompiledPolicy). */
   readonly problems: readonly CompileProblem[]
 }
@@ -97,36 +105,86 @@ export function compilePolicySet(policies: readonly PolicyInput[], rulesetRevisi
     if (problem) problems.push(problem)
   }
   const byAction = new Map<string, CompiledPolicy[]>()
+  const byNamespace = new Map<string, CompiledPolicy[]>()
   const wildcard: CompiledPolicy[] = []
+  const shared = new Set<CompiledPolicy>()
   for (const policy of active) {
-    // A policy sits in exactly one place, so a lookup never meets it twice.
-    if (!policy.actions.every(isExactPattern)) {
-      wildcard.push(policy)
-      continue
+    const places = new Set<CompiledPolicy[]>()
+    const kinds = new Set<string>()
+    for (const pattern of new Set(policy.actions)) {
+      const list = placeFor(pattern, byAction, byNamespace, wildcard)
+      places.add(list)
+      kinds.add(list === wildcard ? 'wildcard' : isExactPattern(pattern) ? 'exact' : 'namespace')
     }
-    for (const action of new Set(policy.actions)) {
-      const list = byAction.get(action)
-      if (list) list.push(policy)
-      else byAction.set(action, [policy])
-    }
+    for (const list of places) list.push(policy)
+    // One action has one exact key and one namespace, so only a policy in two kinds of list
+    // can be met twice by one lookup.
+    if (kinds.size > 1) shared.add(policy)
   }
-  for (const list of byAction.values()) Object.freeze(list)
+  for (const list of [...byAction.values(), ...byNamespace.values()]) Object.freeze(list)
   return Object.freeze({
     ruleset_revision: rulesetRevision,
     policies: Object.freeze(active),
     byAction,
+    byNamespace,
     wildcard: Object.freeze(wildcard),
+    shared,
     problems: Object.freeze(problems),
   })
 }
 
-/** Policies whose action patterns match, in input order. */
+function placeFor(pattern: string, byAction: Map<string, CompiledPolicy[]>, byNamespace: Map<string, CompiledPolicy[]>, wildcard: CompiledPolicy[]): CompiledPolicy[] {
+  if (isExactPattern(pattern)) return listIn(byAction, pattern)
+  const namespace = namespaceOf(pattern.slice(0, pattern.indexOf('*')))
+  return namespace === null ? wildcard : listIn(byNamespace, namespace)
+}
+
+function listIn(map: Map<string, CompiledPolicy[]>, key: string): CompiledPolicy[] {
+  let list = map.get(key)
+  if (list === undefined) {
+    list = []
+    map.set(key, list)
+  }
+  return list
+}
+
+/** `payments.refund` → `payments.`; no dot → null. */
+function namespaceOf(text: string): string | null {
+  const dot = text.indexOf('.')
+  return dot < 0 ? null : text.slice(0, dot + 1)
+}
+
+/** Policies whose action patterns match, in input order, each once. */
 export function candidatesFor(set: CompiledPolicySet, action: string): CompiledPolicy[] {
-  const exact = set.byAction.get(action)
   const out: CompiledPolicy[] = []
-  for (const policy of set.wildcard) if (policy.matchAction(action)) out.push(policy)
-  if (exact === undefined) return out
-  if (out.length === 0) return exact.slice()
-  for (const policy of exact) out.push(policy)
-  return out.sort((a, b) => a.order - b.order)
+  let sources = 0
+  const exact = set.byAction.get(action)
+  if (exact !== undefined) {
+    for (const policy of exact) out.push(policy)
+    sources += 1
+  }
+  const namespace = namespaceOf(action)
+  const inNamespace = namespace === null ? undefined : set.byNamespace.get(namespace)
+  if (inNamespace !== undefined) sources += collect(inNamespace, action, out)
+  sources += collect(set.wildcard, action, out)
+  if (sources < 2) return out
+  const unique = set.shared.size === 0 ? out : dedupe(out, set.shared)
+  return unique.sort((a, b) => a.order - b.order)
+}
+
+/** Appends the policies of `list` whose action patterns match; 1 when any did, else 0. */
+function collect(list: readonly CompiledPolicy[], action: string, out: CompiledPolicy[]): number {
+  const before = out.length
+  for (const policy of list) if (policy.matchAction(action)) out.push(policy)
+  return out.length > before ? 1 : 0
+}
+
+function dedupe(policies: CompiledPolicy[], shared: ReadonlySet<CompiledPolicy>): CompiledPolicy[] {
+  const seen = new Set<CompiledPolicy>()
+  return policies.filter((policy) => {
+    if (!shared.has(policy)) return true
+    if (seen.has(policy)) return false
+    seen.add(policy)
+    return true
+  })
 }

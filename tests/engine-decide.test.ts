@@ -89,6 +89,8 @@ const patternArb = fc.oneof(
   segment.map((a) => `${a}.*`),
   segment.map((a) => `*.${a}`),
   segment.map((a) => `*${a.slice(1, 3)}*`),
+  fc.tuple(segment, segment).map(([a, b]) => `${a}.${b.slice(0, 2)}*`),
+  segment.map((a) => `${a.slice(0, 3)}*`),
 )
 const policyArb = (id: number) =>
   fc.record({
@@ -288,12 +290,22 @@ t.test('resource defaults to the empty string', async (t) => {
 
 t.test('the compiled set is frozen and indexes exact actions apart from wildcards', async (t) => {
   const set = compilePolicySet(
-    [policy({ policy_id: 'exact', effect: 'allow', actions: ['a.b', 'a.b', 'c.d'] }), policy({ policy_id: 'glob', effect: 'allow', actions: ['a.b', 'x.*'] })],
+    [
+      policy({ policy_id: 'exact', effect: 'allow', actions: ['a.b', 'a.b', 'c.d'] }),
+      policy({ policy_id: 'spread', effect: 'allow', actions: ['a.b', 'a.*', 'x.y*', '*.b'] }),
+      policy({ policy_id: 'any', effect: 'allow', actions: ['*'] }),
+    ],
     5,
   )
   t.ok(Object.isFrozen(set))
   t.ok(Object.isFrozen(set.policies[0]))
   t.same([...set.byAction.keys()], ['a.b', 'c.d'])
-  t.same(set.wildcard.map((p) => p.policy_id), ['glob'])
-  t.same(decide(set, SETTINGS, request({ action: 'a.b' })).reasons.map((r) => 'policy_id' in r && r.policy_id), ['exact', 'glob'], 'each policy once, in input order')
+  t.same([...set.byNamespace.keys()], ['a.', 'x.'])
+  t.same(set.wildcard.map((p) => p.policy_id), ['spread', 'any'])
+  t.same([...set.shared].map((p) => p.policy_id), ['spread'])
+  const reasonsFor = (action: string) => decide(set, SETTINGS, request({ action })).reasons.map((r) => ('policy_id' in r ? r.policy_id : r.rule))
+  t.same(reasonsFor('a.b'), ['exact', 'spread', 'any'], 'each policy once, in input order')
+  t.same(reasonsFor('x.yz'), ['spread', 'any'])
+  t.same(reasonsFor('x.z'), ['any'])
+  t.same(reasonsFor('q.b'), ['spread', 'any'])
 })
