@@ -107,7 +107,7 @@ interface Case {
 
 function selectedCases(): Case[] {
   const out: Case[] = []
-  for (const suite of conformance.suites) {
+  for (const suite of conformance.suites ?? []) {
     if (!(suite.name in SUITES)) continue
     const sections = SUITES[suite.name]
     for (const section of suite.suites ?? []) {
