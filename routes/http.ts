@@ -251,9 +251,20 @@ export function checkJsonValue(root: unknown): void {
   }
 }
 
+/**
+ * What PostgreSQL text cannot hold: NUL (refused, SQLSTATE 22021) and lone UTF-16 surrogates
+ * (not Unicode; stored silently as U+FFFD, so the value read back differs from the one sent).
+ */
+export function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
+  if (text.includes('\u0000')) return 'nul'
+  if (LONE_SURROGATE.test(text)) return 'surrogate'
+  return null
+}
+
 function checkString(value: string): void {
-  if (value.includes('\u0000')) throw new HttpError(400, 'Request body contains a NUL character')
-  if (LONE_SURROGATE.test(value)) throw new HttpError(400, 'Request body contains an unpaired UTF-16 surrogate')
+  const problem = unsafeTextProblem(value)
+  if (problem === 'nul') throw new HttpError(400, 'Request body contains a NUL character')
+  if (problem === 'surrogate') throw new HttpError(400, 'Request body contains an unpaired UTF-16 surrogate')
 }
 
 /** Body of a form post (`application/x-www-form-urlencoded`), with the same string checks. */

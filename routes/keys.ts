@@ -8,6 +8,7 @@ import type { Cap } from '../storage/caps.ts'
 import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, ROLE_RANK, RoleSchema, UUID, withinCap, type Guard } from './access.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
+import { Timestamp } from './input.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const KEY_NOT_FOUND = 'API key not found'
@@ -47,7 +48,7 @@ export const ApiKeyCreateSchema = v.pipe(
       'API key',
     ),
     role: RoleSchema,
-    expires_at: v.optional(v.pipe(v.string('Field expires_at must be an ISO 8601 date-time'), v.isoTimestamp('Field expires_at must be an ISO 8601 date-time'), v.description('When the key stops working; omitted: never.'))),
+    expires_at: v.optional(Timestamp('expires_at', 'When the key stops working; omitted: never.')),
   }, 'Request body must be a JSON object'),
   v.title('ApiKeyCreate'),
 )
@@ -118,7 +119,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     refuseFields(body, ['name', 'role', 'expires_at'], ['key_id', 'organization_id', 'prefix', 'created_by', 'created_at', 'revoked_at', 'last_used_at', 'api_key'])
     const input = parseWith(ApiKeyCreateSchema, body)
     assertRoleWithin(principal, input.role, 'create')
-    const expiresAt = input.expires_at ? new Date(input.expires_at) : null
+    const expiresAt = input.expires_at ?? null
     if (expiresAt && expiresAt.getTime() <= ctx.now) throw new HttpError(400, 'Field expires_at must be in the future')
     const { key, secret } = await withinCap(() =>
       createApiKey(

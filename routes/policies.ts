@@ -3,11 +3,11 @@
 // does not exist, answer the same 404 byte for byte (OWASP API1).
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from '@oslojs/encoding'
 import { createPolicy, deletePolicy, findPolicy, listPolicies, updatePolicy, type Policy, type PolicyCursor, type PolicyFields } from '../storage/policies.ts'
 import { created, noContent, parseWith, protectedErrors, readJsonBody, refuseFields, UUID, withinCap, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
+import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue } from './input.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const ORGANIZATION_REQUIRED = 'organization_id is required'
@@ -149,9 +149,11 @@ export const PolicyListSchema = v.pipe(
   v.title('PolicyList'),
 )
 
+const PAGE_SIZE = PageSize(MAX_PAGE, DEFAULT_PAGE)
+
 export const PolicyListQuerySchema = v.object({
   organization_id: v.pipe(v.string(), v.description('Required: the organization the credential was issued for.')),
-  limit: v.optional(v.pipe(v.string(), v.regex(/^\d+$/), v.description(`Page size, 1 to ${MAX_PAGE} (default ${DEFAULT_PAGE}).`))),
+  limit: v.optional(PAGE_SIZE),
   cursor: v.optional(v.pipe(v.string(), v.description('next_cursor of the previous page.'))),
 })
 
@@ -186,17 +188,16 @@ function ownOrganization(named: string, principal: Principal): string {
   return principal.organizationId
 }
 
-function encodeCursor(policy: Policy): string {
-  return encodeBase64urlNoPadding(new TextEncoder().encode(JSON.stringify([policy.created_at.toISOString(), policy.policy_id])))
+/** The keyset position after a policy: its created_at and policy_id. */
+const PolicyCursorSchema = v.strictTuple([CursorTimestamp, CursorUuid])
+
+function cursorAfter(policy: Policy): string {
+  return encodeCursor([policy.created_at.toISOString(), policy.policy_id])
 }
 
-function decodeCursor(cursor: string): PolicyCursor {
-  try {
-    const [at, id] = JSON.parse(new TextDecoder().decode(decodeBase64urlIgnorePadding(cursor))) as [unknown, unknown]
-    const createdAt = new Date(String(at))
-    if (typeof at === 'string' && typeof id === 'string' && UUID.test(id) && !Number.isNaN(createdAt.getTime())) return { createdAt, policyId: id.toLowerCase() }
-  } catch {}
-  throw new HttpError(400, 'cursor is invalid; pass next_cursor from the previous page')
+function readCursor(cursor: string): PolicyCursor {
+  const [createdAt, policyId] = decodeCursor(cursor, PolicyCursorSchema)
+  return { createdAt, policyId }
 }
 
 function createdBy(principal: Principal): string {
@@ -220,18 +221,12 @@ export function policyRoutes(guard: Guard): Route[] {
     if (named === null || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
     const organizationId = ownOrganization(named, principal)
     const rawLimit = query.get('limit')
-    let limit = DEFAULT_PAGE
-    if (rawLimit !== null) {
-      if (!/^\d{1,4}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > MAX_PAGE) {
-        throw new HttpError(400, `limit must be a whole number from 1 to ${MAX_PAGE}`)
-      }
-      limit = Number(rawLimit)
-    }
+    const limit = rawLimit === null ? DEFAULT_PAGE : parseValue(PAGE_SIZE, rawLimit)
     const cursor = query.get('cursor')
-    const after = cursor === null || cursor === '' ? null : decodeCursor(cursor)
+    const after = cursor === null || cursor === '' ? null : readCursor(cursor)
     const rows = await listPolicies(ctx.deps.db, organizationId, { after, limit: limit + 1 })
     const page = rows.slice(0, limit)
-    return json(200, { policies: page.map(policyToJson), next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!) : null })
+    return json(200, { policies: page.map(policyToJson), next_cursor: rows.length > limit ? cursorAfter(page[page.length - 1]!) : null })
   }
 
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {

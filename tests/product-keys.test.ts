@@ -186,7 +186,7 @@ t.test('errors and authorization', async (t) => {
       [{}, 'Field role is required'],
       [{ role: 'god' }, 'Field role must be one of owner, admin, manager, member, viewer'],
       [{ role: 'viewer', name: '' }, 'Field name must not be empty'],
-      [{ role: 'viewer', expires_at: 'tomorrow' }, 'Field expires_at must be an ISO 8601 date-time'],
+      [{ role: 'viewer', expires_at: 'tomorrow' }, 'Field expires_at must be an RFC 3339 date-time with Z or a ±hh:mm offset, such as 2030-01-01T00:00:00Z'],
       [{ role: 'viewer', expires_at: '2020-01-01T00:00:00Z' }, 'Field expires_at must be in the future'],
       [{ role: 'viewer', organization_id: vars.ORG_B }, 'Field organization_id is read-only'],
       [{ role: 'viewer', api_key: 'stw_key_mine' }, 'Field api_key is read-only'],
