@@ -57,7 +57,7 @@ export function readTimestamp(text: string): Date | TimestampProblem {
   return new Date(instant)
 }
 
-export function timestampMessages(field: string): Record<TimestampProblem, string> {
+function timestampMessages(field: string): Record<TimestampProblem, string> {
   return {
     format: `${field} must be an RFC 3339 date-time with Z or a ±hh:mm offset, such as 2030-01-01T00:00:00Z`,
     calendar: `${field} names a date or time that does not exist`,
