@@ -8,7 +8,8 @@ import { REASON } from '../routes/http.ts'
 import { CURSOR_INVALID, EARLIEST_TIMESTAMP, encodeCursor, LATEST_TIMESTAMP, readTimestamp } from '../routes/input.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
-const app = await productApp(t)
+// The properties create many keys: a cap reached half-way would hide what they probe.
+const app = await productApp(t, { env: { MAX_KEYS_PER_ORG: '100000' } })
 const { vars } = app
 const OWNER = vars.OWNER_KEY_A!
 
@@ -275,7 +276,8 @@ interface Probe {
   readonly contentType?: string
 }
 
-type ErrorFormat = 'product' | 'token' | 'leads'
+/** product: bearer-protected routes; public: unauthenticated routes answering in the product format. */
+type ErrorFormat = 'product' | 'public' | 'token' | 'leads'
 
 /** The answer is ours: not a 5xx, JSON, and an error body exactly in the surface's format. */
 async function checkAnswer(probe: Probe, format: ErrorFormat): Promise<void> {
@@ -290,7 +292,7 @@ async function checkAnswer(probe: Probe, format: ErrorFormat): Promise<void> {
   const answer = JSON.parse(text) as Record<string, unknown>
   if (res.status < 400) return
   const keys = Object.keys(answer).sort().join(',')
-  const expected = { product: 'error,status', token: 'error,error_description,status', leads: 'error' }[format]
+  const expected = { product: 'error,status', public: 'error,status', token: 'error,error_description,status', leads: 'error' }[format]
   if (keys !== expected) throw new Error(`error body not in the ${format} format: ${where}`)
   if (typeof answer.error !== 'string' || answer.error === '') throw new Error(`empty error: ${where}`)
   if (format !== 'leads' && answer.status !== REASON[res.status]) throw new Error(`status is not the reason phrase: ${where}`)
@@ -346,7 +348,9 @@ t.test('property: no route answers 500 to dates, numbers, ids, cursors or hostil
     { numRuns: RUNS },
   )
   t.pass('POST /keys/{key_id}/rotate of a live key with any expires_in')
-  await holds(t, 'POST /members with any email, role and password', 'product', body({ email: json(nastyText), role: json(roles), password: json(nastyText) }).map((body) => ({ method: 'POST', path: '/members', body })))
+  await holds(t, 'POST /invitations with any email and role', 'product', body({ email: json(nastyText), role: json(roles) }).map((body) => ({ method: 'POST', path: '/invitations', body })))
+  await holds(t, 'DELETE /invitations/{invitation_id} with any id', 'product', pathId(idText).map((id) => ({ method: 'DELETE', path: `/invitations/${id}` })))
+  await holds(t, 'POST /invitations/accept with any token and password', 'public', body({ token: json(nastyText), password: json(nastyText) }).map((body) => ({ method: 'POST', path: '/invitations/accept', body })))
   await holds(t, 'PATCH, DELETE /members/{user_id} with any id and role', 'product', fc
     .record({ method: fc.constantFrom('PATCH', 'DELETE'), id: pathId(idText), body: body({ role: json(roles) }) })
     .map(({ method, id, body }) => ({ method, path: `/members/${id}`, body: method === 'PATCH' ? body : undefined })))
