@@ -88,15 +88,15 @@ export const RefreshRequestSchema = v.pipe(
  * before the first failure is counted. Only failures stay counted, so busy clients are not throttled.
  */
 class AttemptCounter {
-  readonly #windows = new Map<string, AttemptWindow>()
+  readonly #windows = new Map<string, { start: number; count: number }>()
   readonly #limit: number
   readonly #windowMs: number
   constructor(limit: number, windowSeconds: number) {
     this.#limit = limit
     this.#windowMs = windowSeconds * 1000
   }
-  /** Takes a place for `key`: its window, or the seconds to wait when the window is full. */
-  reserve(key: string, now: number): AttemptWindow | number {
+  /** Takes a place for `key` in its current window, unless every place is taken. */
+  reserve(key: string, now: number): Reservation {
     let window = this.#windows.get(key)
     if (!window || now - window.start >= this.#windowMs) {
       if (this.#windows.size >= 100_000) this.#windows.delete(this.#windows.keys().next().value!)
@@ -104,19 +104,22 @@ class AttemptCounter {
       this.#windows.delete(key)
       this.#windows.set(key, window)
     }
-    if (window.count >= this.#limit) return Math.max(1, Math.ceil((window.start + this.#windowMs - now) / 1000))
+    if (window.count >= this.#limit) return { taken: false, retryAfter: Math.max(1, Math.ceil((window.start + this.#windowMs - now) / 1000)) }
     window.count++
-    return window
+    const taken = window
+    // A window that has ended since is forgotten anyway: giving back its place changes nothing.
+    return { taken: true, release: () => void taken.count-- }
   }
 }
 
-interface AttemptWindow {
-  start: number
-  count: number
-}
+type Reservation = { readonly taken: true; release(): void } | { readonly taken: false; readonly retryAfter: number }
 
 /** Marks an attempt failed (its place stays taken) and returns the error to throw. */
 type Fail = (error: HttpError) => HttpError
+
+function throttled(retryAfter: number): HttpError {
+  return tokenError(429, 'too_many_requests', 'Too many failed attempts; retry later', { 'Retry-After': String(retryAfter) })
+}
 
 interface Grant {
   accessToken: string
@@ -140,11 +143,11 @@ export function authRoutes(config: Config, credentials: Credentials, hasher: Pas
    */
   async function attempt<T>(ctx: RequestContext, account: string, check: (fail: Fail) => Promise<T>): Promise<T> {
     const mine = perAccount.reserve(`${account}|${ctx.clientKey}`, ctx.now)
-    const client = typeof mine === 'number' ? 0 : perClient.reserve(ctx.clientKey, ctx.now)
-    if (typeof mine === 'number' || typeof client === 'number') {
-      if (typeof mine !== 'number') mine.count--
-      const wait = typeof mine === 'number' ? mine : (client as number)
-      throw tokenError(429, 'too_many_requests', 'Too many failed attempts; retry later', { 'Retry-After': String(wait) })
+    if (!mine.taken) throw throttled(mine.retryAfter)
+    const client = perClient.reserve(ctx.clientKey, ctx.now)
+    if (!client.taken) {
+      mine.release()
+      throw throttled(client.retryAfter)
     }
     let failed = false
     try {
@@ -154,8 +157,8 @@ export function authRoutes(config: Config, credentials: Credentials, hasher: Pas
       })
     } finally {
       if (!failed) {
-        mine.count--
-        client.count--
+        mine.release()
+        client.release()
       }
     }
   }
