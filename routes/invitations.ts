@@ -10,7 +10,6 @@ import { acceptInvitation, createInvitation, findInvitationBySecret, findOpenInv
 import { HashingBusyError, type PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
-import { normalizeUserEmail } from '../storage/users.ts'
 import { created, noContent, parseWith, protectedErrors, ProductErrorSchema, readJsonBody, refuseCredentialsInUrl, refuseFields, requireSecureTransport, RoleSchema, UUID, withinCap, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
@@ -153,8 +152,8 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
     const invitation = await findInvitationBySecret(ctx.deps.db, hashSecret(input.token), now)
     if (!invitation) throw new HttpError(400, INVITATION_REFUSED)
     let account: { userId: string } | { passwordHash: string }
-    // The hashing shares of this client and of the invited email, as at sign-in.
-    const owner = { client: ctx.clientKey, account: normalizeUserEmail(invitation.email) }
+    // This client's hashing share; guesses through one invitation are bounded by the invitation itself.
+    const owner = { client: ctx.clientKey, account: null }
     try {
       if (invitation.account) {
         // An existing account joins only with its own password: holding the secret is not enough,
