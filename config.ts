@@ -65,10 +65,20 @@ export interface Config {
   readonly maxSessionsPerUser: number
   /** Seconds an invitation secret stays valid (INVITATION_TTL). */
   readonly invitationTtlSeconds: number
+  /** IPv6 clients are counted per network of this many leading bits by every per-client limit (0–128). */
+  readonly rateLimitIpv6Prefix: number
   readonly accessTokenTtlSeconds: number
   readonly refreshTokenTtlSeconds: number
   /** log2 of the scrypt cost N for passwords (OWASP: 17). Lower only for tests. */
   readonly passwordHashCost: number
+  /** Password hashes computed at once; the rest wait in a queue served one client at a time. */
+  readonly passwordHashConcurrency: number
+  /** Password hashes waiting at most, over all clients. */
+  readonly passwordHashQueue: number
+  /** Password hashes one client (address, or IPv6 network) may have running or waiting. */
+  readonly passwordHashPerClient: number
+  /** Password hashes one account (email) may have running or waiting, from all clients together. */
+  readonly passwordHashPerAccount: number
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
   readonly lifecycle: Lifecycle
   readonly contactEmail: string
@@ -251,9 +261,14 @@ export function loadConfig(env: Env = {}): Config {
     maxAgentsPerOrg: integer(env, 'MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
     maxSessionsPerUser: integer(env, 'MAX_SESSIONS_PER_USER', 20, 1, 10_000),
     invitationTtlSeconds: integer(env, 'INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
+    rateLimitIpv6Prefix: integer(env, 'RATE_LIMIT_IPV6_PREFIX', 64, 0, 128),
     accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 900, 60, 86_400),
     refreshTokenTtlSeconds: integer(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
     passwordHashCost: integer(env, 'PASSWORD_HASH_COST', 17, 10, 20),
+    passwordHashConcurrency: integer(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+    passwordHashQueue: integer(env, 'PASSWORD_HASH_QUEUE', 64, 1, 10_000),
+    passwordHashPerClient: integer(env, 'PASSWORD_HASH_PER_CLIENT', 4, 1, 10_000),
+    passwordHashPerAccount: integer(env, 'PASSWORD_HASH_PER_ACCOUNT', 4, 1, 10_000),
     logLevel,
     lifecycle: readLifecycle(env, appUrl),
     contactEmail: env.CONTACT_EMAIL || 'security@example.com',

@@ -5,11 +5,11 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
 import { findActiveKeyByHash } from '../storage/keys.ts'
-import { dummyPasswordHash, HashingBusyError, verifyPassword } from '../storage/passwords.ts'
+import { HashingBusyError, type HashOwner, type PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
 import { rotateRefreshToken, startSession } from '../storage/tokens.ts'
-import { findUserByEmail, listMembershipsOfUser } from '../storage/users.ts'
+import { findUserByEmail, listMembershipsOfUser, normalizeUserEmail, type Membership } from '../storage/users.ts'
 import { refuseCredentialsInUrl, requireSecureTransport, RoleSchema, ROLE_SCOPES, UUID } from './access.ts'
 import type { Credentials } from './credentials.ts'
 import { HttpError, json, mediaType, parseForm, parseJsonObject, readText, type Reply, type RequestContext } from './http.ts'
@@ -36,6 +36,12 @@ export const TokenResponseSchema = v.pipe(
     organization_id: v.pipe(v.string(), v.uuid()),
     role: RoleSchema,
     scope: v.pipe(v.string(), v.description('Space-separated scopes the role grants.')),
+    organizations: v.optional(
+      v.pipe(
+        v.array(v.object({ organization_id: v.pipe(v.string(), v.uuid()), role: RoleSchema })),
+        v.description('A password sign-in without organization_id: every organization the user belongs to, the one signed in to first. Sign in again with one of these organization_id values to use another.'),
+      ),
+    ),
   }),
   v.title('TokenResponse'),
 )
@@ -54,7 +60,7 @@ export const LoginRequestSchema = v.pipe(
     v.object({
       email: v.pipe(v.string(), v.maxLength(254), v.description('User email.')),
       password: v.pipe(v.string(), v.maxLength(1024)),
-      organization_id: v.optional(v.pipe(v.string(), v.uuid(), v.description('Required when the user belongs to several organizations.'))),
+      organization_id: v.optional(v.pipe(v.string(), v.uuid(), v.description('The organization to sign in to; by default the one the user joined first.'))),
     }),
     v.object({ api_key: v.pipe(v.string(), v.description('An organization API key (stw_key_…).')) }),
     v.object({
@@ -76,8 +82,12 @@ export const RefreshRequestSchema = v.pipe(
   v.title('RefreshRequest'),
 )
 
-/** Counts failed logins per key in fixed windows; only failures count, so busy clients are not throttled. */
-class FailureCounter {
+/**
+ * Failed attempts per key in fixed windows. An attempt takes its place before the credential is
+ * checked and gives it back only if it did not fail: parallel guesses cannot all be evaluated
+ * before the first failure is counted. Only failures stay counted, so busy clients are not throttled.
+ */
+class AttemptCounter {
   readonly #windows = new Map<string, { start: number; count: number }>()
   readonly #limit: number
   readonly #windowMs: number
@@ -85,13 +95,8 @@ class FailureCounter {
     this.#limit = limit
     this.#windowMs = windowSeconds * 1000
   }
-  /** Seconds until `key` may try again, or 0 when it may now. */
-  blockedFor(key: string, now: number): number {
-    const window = this.#windows.get(key)
-    if (!window || now - window.start >= this.#windowMs || window.count < this.#limit) return 0
-    return Math.max(1, Math.ceil((window.start + this.#windowMs - now) / 1000))
-  }
-  record(key: string, now: number): void {
+  /** Takes a place for `key` in its current window, unless every place is taken. */
+  reserve(key: string, now: number): Reservation {
     let window = this.#windows.get(key)
     if (!window || now - window.start >= this.#windowMs) {
       if (this.#windows.size >= 100_000) this.#windows.delete(this.#windows.keys().next().value!)
@@ -99,8 +104,21 @@ class FailureCounter {
       this.#windows.delete(key)
       this.#windows.set(key, window)
     }
+    if (window.count >= this.#limit) return { taken: false, retryAfter: Math.max(1, Math.ceil((window.start + this.#windowMs - now) / 1000)) }
     window.count++
+    const taken = window
+    // A window that has ended since is forgotten anyway: giving back its place changes nothing.
+    return { taken: true, release: () => void taken.count-- }
   }
+}
+
+type Reservation = { readonly taken: true; release(): void } | { readonly taken: false; readonly retryAfter: number }
+
+/** Marks an attempt failed (its place stays taken) and returns the error to throw. */
+type Fail = (error: HttpError) => HttpError
+
+function throttled(retryAfter: number): HttpError {
+  return tokenError(429, 'too_many_requests', 'Too many failed attempts; retry later', { 'Retry-After': String(retryAfter) })
 }
 
 interface Grant {
@@ -108,22 +126,41 @@ interface Grant {
   refreshToken: string | null
   organizationId: string
   role: Role
+  /** A password sign-in without a chosen organization: all of the user's memberships. */
+  organizations?: readonly Membership[]
 }
 
-export function authRoutes(config: Config, credentials: Credentials): Route[] {
+export function authRoutes(config: Config, credentials: Credentials, hasher: PasswordHasher): Route[] {
   const rule = config.loginRateLimit
   // Per (account, client) the configured rule; per client, room for a few mistyped accounts.
-  const perAccount = new FailureCounter(rule.limit, rule.windowSeconds)
-  const perClient = new FailureCounter(rule.limit * 5, rule.windowSeconds)
+  const perAccount = new AttemptCounter(rule.limit, rule.windowSeconds)
+  const perClient = new AttemptCounter(rule.limit * 5, rule.windowSeconds)
 
-  function throttle(ctx: RequestContext, account: string): void {
-    const wait = Math.max(perAccount.blockedFor(`${account}|${ctx.clientAddress}`, ctx.now), perClient.blockedFor(ctx.clientAddress, ctx.now))
-    if (wait > 0) throw tokenError(429, 'too_many_requests', 'Too many failed attempts; retry later', { 'Retry-After': String(wait) })
-  }
-
-  function failed(ctx: RequestContext, account: string): void {
-    perAccount.record(`${account}|${ctx.clientAddress}`, ctx.now)
-    perClient.record(ctx.clientAddress, ctx.now)
+  /**
+   * Runs one attempt at a credential for `account` from this client. Its places in both windows
+   * are taken before `check` runs (429 when either is full) and given back unless `check` marks
+   * the attempt failed: a success, or an error that evaluated nothing (database down, hashing busy).
+   */
+  async function attempt<T>(ctx: RequestContext, account: string, check: (fail: Fail) => Promise<T>): Promise<T> {
+    const mine = perAccount.reserve(`${account}|${ctx.clientKey}`, ctx.now)
+    if (!mine.taken) throw throttled(mine.retryAfter)
+    const client = perClient.reserve(ctx.clientKey, ctx.now)
+    if (!client.taken) {
+      mine.release()
+      throw throttled(client.retryAfter)
+    }
+    let failed = false
+    try {
+      return await check((error) => {
+        failed = true
+        return error
+      })
+    } finally {
+      if (!failed) {
+        mine.release()
+        client.release()
+      }
+    }
   }
 
   function respond(grant: Grant): Reply {
@@ -136,6 +173,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     body.organization_id = grant.organizationId
     body.role = grant.role
     body.scope = ROLE_SCOPES[grant.role].join(' ')
+    if (grant.organizations) body.organizations = grant.organizations.map((m) => ({ organization_id: m.organization_id, role: m.role }))
     return json(200, body, TOKEN_HEADERS)
   }
 
@@ -148,25 +186,24 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
   }
 
   async function loginWithKey(ctx: RequestContext, secret: unknown, account: string): Promise<Grant> {
-    throttle(ctx, account)
-    if (typeof secret !== 'string' || secretKind(secret) !== 'key') {
-      failed(ctx, account)
-      throw tokenError(401, 'invalid_client', BAD_KEY)
-    }
-    const hash = hashSecret(secret)
-    const key = await findActiveKeyByHash(ctx.deps.db, hash, new Date(ctx.now))
-    if (!key || !sameHash(key.secret_hash, hash)) {
-      failed(ctx, account)
-      throw tokenError(401, 'invalid_client', BAD_KEY)
-    }
+    return attempt(ctx, account, async (fail) => {
+      if (typeof secret !== 'string' || secretKind(secret) !== 'key') throw fail(tokenError(401, 'invalid_client', BAD_KEY))
+      const hash = hashSecret(secret)
+      const key = await findActiveKeyByHash(ctx.deps.db, hash, new Date(ctx.now))
+      if (!key || !sameHash(key.secret_hash, hash)) throw fail(tokenError(401, 'invalid_client', BAD_KEY))
+      return keySession(ctx, key.id, key.organization_id, key.role)
+    })
+  }
+
+  async function keySession(ctx: RequestContext, keyId: string, organizationId: string, role: Role): Promise<Grant> {
     const issued = await startSession(
       ctx.deps.db,
-      { organizationId: key.organization_id, userId: null, apiKeyId: key.id, role: key.role },
+      { organizationId, userId: null, apiKeyId: keyId, role },
       // RFC 6749 §4.4.3: no refresh token for client credentials; the key can log in again.
       { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: null },
       new Date(ctx.now),
     )
-    return { accessToken: issued.accessToken, refreshToken: null, organizationId: key.organization_id, role: key.role }
+    return { accessToken: issued.accessToken, refreshToken: null, organizationId, role }
   }
 
   async function loginWithPassword(ctx: RequestContext, params: Record<string, unknown>): Promise<Grant> {
@@ -178,64 +215,63 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     if (organizationId !== undefined && (typeof organizationId !== 'string' || !UUID.test(organizationId))) {
       throw tokenError(400, 'invalid_request', 'organization_id must be a UUID')
     }
-    const account = `user:${email.trim().toLowerCase()}`
-    throttle(ctx, account)
-    const user = await findUserByEmail(ctx.deps.db, email)
-    // An unknown email costs the same hash as a wrong password: no enumeration by timing.
-    const stored = user?.password_hash ?? (await dummyPasswordHash(config.passwordHashCost))
-    let valid: boolean
+    const normalized = normalizeUserEmail(email)
+    return attempt(ctx, `user:${normalized}`, async (fail) => {
+      const user = await findUserByEmail(ctx.deps.db, email)
+      // The password is checked before anything about the account's organizations is looked at,
+      // and every failure after it gets the answer a wrong password gets: before signing in,
+      // nothing tells whether the email has an account or where it is a member.
+      const valid = await verify(password, user?.password_hash ?? null, { client: ctx.clientKey, account: normalized })
+      if (!user || !valid) throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      const memberships = await listMembershipsOfUser(ctx.deps.db, user.id)
+      const chosen = organizationId === undefined ? memberships[0] : memberships.find((m) => m.organization_id === organizationId.toLowerCase())
+      if (!chosen) throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      const issued = await startSession(
+        ctx.deps.db,
+        { organizationId: chosen.organization_id, userId: user.id, apiKeyId: null, role: chosen.role },
+        { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds },
+        new Date(ctx.now),
+        { maxPerUser: config.maxSessionsPerUser, refreshSeconds: config.refreshTokenTtlSeconds, accessSeconds: config.accessTokenTtlSeconds },
+      )
+      // Sessions ended to keep within MAX_SESSIONS_PER_USER stop on their next request.
+      for (const familyId of issued.endedFamilies ?? []) await credentials.familyRevoked(familyId)
+      const grant: Grant = { accessToken: issued.accessToken, refreshToken: issued.refreshToken, organizationId: chosen.organization_id, role: chosen.role }
+      // Without a choice the user lands in the organization joined first and learns the others.
+      if (organizationId === undefined) grant.organizations = memberships
+      return grant
+    })
+  }
+
+  /** A password check through the shared hasher; a client or account over its share is told to wait. */
+  async function verify(password: string, stored: string | null, owner: HashOwner): Promise<boolean> {
     try {
-      valid = await verifyPassword(password, stored)
+      return await hasher.verify(password, stored, owner)
     } catch (error) {
-      if (error instanceof HashingBusyError) throw tokenError(503, 'temporarily_unavailable', 'Too many sign-ins in progress; retry shortly', { 'Retry-After': '1' })
-      throw error
+      if (!(error instanceof HashingBusyError)) throw error
+      if (error.reason === 'share') throw tokenError(429, 'too_many_requests', 'Too many sign-ins in progress from this client or for this account; retry shortly', { 'Retry-After': '1' })
+      throw tokenError(503, 'temporarily_unavailable', 'Too many sign-ins in progress; retry shortly', { 'Retry-After': '1' })
     }
-    if (!user || !valid) {
-      failed(ctx, account)
-      throw tokenError(400, 'invalid_grant', BAD_LOGIN)
-    }
-    const memberships = await listMembershipsOfUser(ctx.deps.db, user.id)
-    let membership = memberships[0]
-    if (organizationId !== undefined) membership = memberships.find((m) => m.organization_id === organizationId.toLowerCase())
-    else if (memberships.length > 1) throw tokenError(400, 'invalid_request', 'organization_id is required: this user belongs to several organizations')
-    if (!membership) throw tokenError(400, 'invalid_grant', 'This user is not a member of that organization')
-    const issued = await startSession(
-      ctx.deps.db,
-      { organizationId: membership.organization_id, userId: user.id, apiKeyId: null, role: membership.role },
-      { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds },
-      new Date(ctx.now),
-      { maxPerUser: config.maxSessionsPerUser, refreshSeconds: config.refreshTokenTtlSeconds, accessSeconds: config.accessTokenTtlSeconds },
-    )
-    // Sessions ended to keep within MAX_SESSIONS_PER_USER stop on their next request.
-    for (const familyId of issued.endedFamilies ?? []) await credentials.familyRevoked(familyId)
-    return { accessToken: issued.accessToken, refreshToken: issued.refreshToken, organizationId: membership.organization_id, role: membership.role }
   }
 
   async function refreshGrant(ctx: RequestContext, token: unknown): Promise<Grant> {
     if (token === undefined) throw tokenError(400, 'invalid_request', 'refresh_token is required')
     // Refresh tokens are guessed per client, not per account: count failures against the client.
-    const account = 'refresh'
-    throttle(ctx, account)
-    if (typeof token !== 'string' || secretKind(token) !== 'rt') {
-      failed(ctx, account)
-      throw tokenError(400, 'invalid_grant', BAD_REFRESH)
-    }
-    const result = await rotateRefreshToken(
-      ctx.deps.db,
-      hashSecret(token),
-      { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds, retryGraceSeconds: REFRESH_RETRY_GRACE_SECONDS },
-      new Date(ctx.now),
-    )
-    if (result.outcome === 'reused') {
-      // RFC 9700 §4.14.2: a replayed refresh token means it leaked; end the whole session.
-      await credentials.familyRevoked(result.familyId)
-      ctx.deps.logger.log('warn', 'refresh token reused; session revoked', { requestId: ctx.requestId })
-    }
-    if (result.outcome !== 'rotated') {
-      failed(ctx, account)
-      throw tokenError(400, 'invalid_grant', BAD_REFRESH)
-    }
-    return { accessToken: result.tokens.accessToken, refreshToken: result.tokens.refreshToken, organizationId: result.organizationId, role: result.role }
+    return attempt(ctx, 'refresh', async (fail) => {
+      if (typeof token !== 'string' || secretKind(token) !== 'rt') throw fail(tokenError(400, 'invalid_grant', BAD_REFRESH))
+      const result = await rotateRefreshToken(
+        ctx.deps.db,
+        hashSecret(token),
+        { accessSeconds: config.accessTokenTtlSeconds, refreshSeconds: config.refreshTokenTtlSeconds, retryGraceSeconds: REFRESH_RETRY_GRACE_SECONDS },
+        new Date(ctx.now),
+      )
+      if (result.outcome === 'reused') {
+        // RFC 9700 §4.14.2: a replayed refresh token means it leaked; end the whole session.
+        await credentials.familyRevoked(result.familyId)
+        ctx.deps.logger.log('warn', 'refresh token reused; session revoked', { requestId: ctx.requestId })
+      }
+      if (result.outcome !== 'rotated') throw fail(tokenError(400, 'invalid_grant', BAD_REFRESH))
+      return { accessToken: result.tokens.accessToken, refreshToken: result.tokens.refreshToken, organizationId: result.organizationId, role: result.role }
+    })
   }
 
   /** RFC 6749 §2.3.1: client_secret in the body or HTTP Basic, not both. */
@@ -265,7 +301,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
   async function byGrantType(request: Request, ctx: RequestContext, params: Record<string, unknown>): Promise<Grant> {
     const grantType = params.grant_type
     if (grantType === undefined || grantType === '') throw tokenError(400, 'invalid_request', 'grant_type is required')
-    if (grantType === 'client_credentials') return loginWithKey(ctx, clientSecret(request, params), `client:${ctx.clientAddress}`)
+    if (grantType === 'client_credentials') return loginWithKey(ctx, clientSecret(request, params), `client:${ctx.clientKey}`)
     if (grantType === 'refresh_token') return refreshGrant(ctx, params.refresh_token)
     if (grantType === 'password') throw tokenError(400, 'unsupported_grant_type', 'The password grant is not supported (RFC 9700); post JSON {"email","password"} instead')
     throw tokenError(400, 'unsupported_grant_type', 'grant_type must be client_credentials or refresh_token')
@@ -275,7 +311,7 @@ export function authRoutes(config: Config, credentials: Credentials): Route[] {
     return tokenEndpoint(request, ctx, async () => {
       const { form, params } = await readBody(request, ctx)
       if (form || params.grant_type !== undefined) return respond(await byGrantType(request, ctx, params))
-      if (params.api_key !== undefined) return respond(await loginWithKey(ctx, params.api_key, `key:${ctx.clientAddress}`))
+      if (params.api_key !== undefined) return respond(await loginWithKey(ctx, params.api_key, `key:${ctx.clientKey}`))
       if (params.email !== undefined || params.password !== undefined) return respond(await loginWithPassword(ctx, params))
       throw tokenError(400, 'invalid_request', 'Send {"email","password"}, {"api_key"} or an OAuth grant_type')
     })
@@ -332,7 +368,7 @@ const loginDoc: OperationDoc = {
   operationId: 'login',
   summary: 'Exchange credentials for a bearer token (the token endpoint)',
   description:
-    'JSON {"email","password","organization_id"?} starts a user session (access and refresh token). JSON {"api_key"}, or the form grant_type=client_credentials with the key as client_secret (body or HTTP Basic), returns a short-lived token acting as the key. The form grant_type=refresh_token is also accepted here. The password grant is not offered.',
+    'JSON {"email","password","organization_id"?} starts a user session (access and refresh token) in the organization named, or else in the one the user joined first, and then also lists the user\'s organizations. Naming an organization the user is not a member of fails like a wrong password. JSON {"api_key"}, or the form grant_type=client_credentials with the key as client_secret (body or HTTP Basic), returns a short-lived token acting as the key. The form grant_type=refresh_token is also accepted here. The password grant is not offered.',
   tags: TAGS,
   scopes: null,
   body: { schema: LoginRequestSchema, mediaTypes: ['application/json', 'application/x-www-form-urlencoded'], required: true },
@@ -340,9 +376,12 @@ const loginDoc: OperationDoc = {
     200: { description: 'A bearer token.', schema: TokenResponseSchema, headers: NO_STORE },
     ...tokenErrors({
       401: 'invalid_client: unknown, revoked or expired API key.',
-      429: 'too_many_requests: too many failed attempts from this client or for this account.',
     }),
-    429: { description: 'too_many_requests: too many failed attempts from this client or for this account.', schema: TokenErrorSchema, headers: { 'Retry-After': 'Seconds to wait.' } },
+    429: {
+      description: 'too_many_requests: too many failed attempts from this client or for this account, or too many sign-ins of theirs already being checked.',
+      schema: TokenErrorSchema,
+      headers: { 'Retry-After': 'Seconds to wait.' },
+    },
   },
 }
 

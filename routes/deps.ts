@@ -1,5 +1,6 @@
 // Dependencies a handler is built from. They travel explicitly: tests pass their own.
 import type { Kysely } from 'kysely'
+import type { PasswordHasher } from '../storage/passwords.ts'
 import type { Database } from '../storage/schema.ts'
 import type { RateLimitSync } from './ratelimit.ts'
 
@@ -23,6 +24,11 @@ export interface Deps {
    * when it is postgres://; null: no feed (a single process, e.g. on PGlite).
    */
   readonly listenUrl?: string | null
+  /**
+   * Bounds and shares out the password hashing of sign-ins and new accounts. Omitted: each
+   * handler makes its own from the config's PASSWORD_HASH_* settings.
+   */
+  readonly passwords?: PasswordHasher
 }
 
 const ORDER: Record<LogLevel | 'silent', number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 }

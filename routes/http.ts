@@ -1,6 +1,7 @@
 // HTTP glue shared by every surface: the error type, JSON responses, bounded body reading and
 // the request context that travels through the router as an extra fetch argument.
 import type { Config } from '../config.ts'
+import { clientRateKey } from './client-address.ts'
 import type { Deps } from './deps.ts'
 
 /** RFC 9110 §15 reason phrases for the statuses this server sends. */
@@ -105,6 +106,8 @@ export interface RequestContext {
   readonly requestId: string
   /** The client's address: the peer, or the forwarded one when the peer is a trusted proxy. */
   readonly clientAddress: string
+  /** The client as per-client limits count it: `clientAddress`, IPv6 grouped by its network prefix. */
+  readonly clientKey: string
   /** The request reached us over TLS (directly, or through a trusted proxy), or from loopback. */
   readonly secure: boolean
   /** Milliseconds since the epoch, read once per request from the injected clock. */
@@ -141,6 +144,7 @@ export function buildContext(request: Request, config: Config, deps: Deps, conn:
     deps,
     requestId: request.headers.get('x-request-id')?.slice(0, 64).replace(/[^\w.-]/g, '') || crypto.randomUUID(),
     clientAddress,
+    clientKey: clientRateKey(clientAddress, config.rateLimitIpv6Prefix),
     secure: tls || (!trusted && isLoopback(peer)),
     now: deps.clock(),
   }

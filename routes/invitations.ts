@@ -7,7 +7,7 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
 import { acceptInvitation, createInvitation, findInvitationBySecret, findOpenInvitation, listOpenInvitations, recordAcceptFailure, revokeInvitation, type Invitation } from '../storage/invitations.ts'
-import { HashingBusyError, hashPassword, verifyPassword } from '../storage/passwords.ts'
+import { HashingBusyError, type PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
 import { created, noContent, parseWith, protectedErrors, ProductErrorSchema, readJsonBody, refuseCredentialsInUrl, refuseFields, requireSecureTransport, RoleSchema, UUID, withinCap, type Guard } from './access.ts'
@@ -99,7 +99,7 @@ function inviter(principal: Principal): string {
   return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
 }
 
-export function invitationRoutes(config: Config, guard: Guard): Route[] {
+export function invitationRoutes(config: Config, guard: Guard, passwords: PasswordHasher): Route[] {
   // Accepting is unauthenticated and may verify a password: bounded per client like sign-in.
   const acceptLimiter = createRateLimiter({ limit: config.loginRateLimit.limit * 5, windowSeconds: config.loginRateLimit.windowSeconds }, 'invitation-accept')
 
@@ -139,7 +139,7 @@ export function invitationRoutes(config: Config, guard: Guard): Route[] {
   async function accept(request: IRequest, ctx: RequestContext): Promise<Reply> {
     refuseCredentialsInUrl(request)
     requireSecureTransport(ctx)
-    const decision = acceptLimiter.take(ctx.clientAddress, ctx.now)
+    const decision = acceptLimiter.take(ctx.clientKey, ctx.now)
     if (!decision.allowed) {
       throw new HttpError(429, 'Too many invitation attempts from this client; retry later', { headers: rateLimitHeaders(acceptLimiter.name, acceptLimiter.rule, decision) })
     }
@@ -152,20 +152,24 @@ export function invitationRoutes(config: Config, guard: Guard): Route[] {
     const invitation = await findInvitationBySecret(ctx.deps.db, hashSecret(input.token), now)
     if (!invitation) throw new HttpError(400, INVITATION_REFUSED)
     let account: { userId: string } | { passwordHash: string }
+    // This client's hashing share; guesses through one invitation are bounded by the invitation itself.
+    const owner = { client: ctx.clientKey, account: null }
     try {
       if (invitation.account) {
         // An existing account joins only with its own password: holding the secret is not enough,
         // since the inviter saw it too.
-        if (!(await verifyPassword(input.password, invitation.account.password_hash))) {
+        if (!(await passwords.verify(input.password, invitation.account.password_hash, owner))) {
           await recordAcceptFailure(ctx.deps.db, invitation.id, now)
           throw new HttpError(400, INVITATION_REFUSED)
         }
         account = { userId: invitation.account.id }
       } else {
-        account = { passwordHash: await hashPassword(input.password, config.passwordHashCost) }
+        account = { passwordHash: await passwords.hash(input.password, owner) }
       }
     } catch (error) {
-      if (error instanceof HashingBusyError) throw new HttpError(503, 'Too many password operations in progress; retry shortly', { headers: { 'Retry-After': '1' } })
+      if (error instanceof HashingBusyError) {
+        throw new HttpError(error.reason === 'share' ? 429 : 503, 'Too many password operations in progress; retry shortly', { headers: { 'Retry-After': '1' } })
+      }
       throw error
     }
     const result = await acceptInvitation(ctx.deps.db, invitation, account, now)
@@ -239,7 +243,7 @@ const acceptDoc: OperationDoc = {
     403: { description: 'Plain HTTP from a non-loopback client.', schema: ProductErrorSchema },
     413: { description: 'Body larger than the limit.', schema: ProductErrorSchema },
     415: { description: 'Content-Type other than application/json.', schema: ProductErrorSchema },
-    429: { description: 'Too many attempts from this client.', schema: ProductErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
+    429: { description: 'Too many attempts from this client, or too many password checks of this client or email in progress.', schema: ProductErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
     503: { description: 'Database unavailable, or too many password operations in progress; retry later.', schema: ProductErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
   },
 }

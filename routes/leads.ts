@@ -133,7 +133,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
 
   /** Per-client throttle (OWASP API6): refuses a flood before reading its body. */
   function throttle(ctx: RequestContext): Record<string, string> {
-    const decision = limiter.take(`lead:${ctx.clientAddress}`, ctx.now)
+    const decision = limiter.take(`lead:${ctx.clientKey}`, ctx.now)
     const headers = rateLimitHeaders('leads', limiter.rule, decision)
     if (!decision.allowed) throw new HttpError(429, 'Too many submissions from this client; retry later', { headers })
     return headers

@@ -2,6 +2,7 @@
 // and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
+import { createPasswordHasher, type PasswordHasher } from '../storage/passwords.ts'
 import { createGuard } from './access.ts'
 import { authRoutes } from './auth.ts'
 import { createCredentials } from './credentials.ts'
@@ -23,9 +24,17 @@ export function createProductSurface(config: Config, deps: Deps): Surface {
     // Per organization too: minting more keys must not multiply an organization's budget.
     createRateLimiter(config.apiOrgRateLimit, 'api-org', deps.rateLimits ?? null),
   )
+  const passwords = deps.passwords ?? passwordHasher(config)
   return {
     name: 'product',
-    routes: [...authRoutes(config, credentials), ...policyRoutes(guard), ...keyRoutes(guard, credentials), ...memberRoutes(guard, credentials), ...invitationRoutes(config, guard), ...healthRoutes(deps.db)],
+    routes: [
+      ...authRoutes(config, credentials, passwords),
+      ...policyRoutes(guard),
+      ...keyRoutes(guard, credentials),
+      ...memberRoutes(guard, credentials),
+      ...invitationRoutes(config, guard, passwords),
+      ...healthRoutes(deps.db),
+    ],
     errorBody: (status, error) =>
       error.code
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }
@@ -33,4 +42,13 @@ export function createProductSurface(config: Config, deps: Deps): Surface {
     headers: { 'Cache-Control': 'no-store' },
     close: () => credentials.close(),
   }
+}
+
+export function passwordHasher(config: Config): PasswordHasher {
+  return createPasswordHasher(config.passwordHashCost, {
+    concurrency: config.passwordHashConcurrency,
+    queue: config.passwordHashQueue,
+    perClient: config.passwordHashPerClient,
+    perAccount: config.passwordHashPerAccount,
+  })
 }

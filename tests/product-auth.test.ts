@@ -37,7 +37,8 @@ t.test('happy path', async (t) => {
     t.equal(res.headers.get('cache-control'), 'no-store')
     t.equal(res.headers.get('pragma'), 'no-cache')
     const body = await jsonOf(res)
-    t.same(Object.keys(body), ['access_token', 'token_type', 'expires_in', 'refresh_token', 'organization_id', 'role', 'scope'])
+    t.same(Object.keys(body), ['access_token', 'token_type', 'expires_in', 'refresh_token', 'organization_id', 'role', 'scope', 'organizations'])
+    t.same(body.organizations, [{ organization_id: vars.ORG_A, role: 'owner' }])
     t.match(body.access_token, /^stw_at_[a-z2-7]{39}$/)
     t.match(body.refresh_token, /^stw_rt_[a-z2-7]{39}$/)
     t.equal(body.token_type, 'Bearer')
@@ -170,7 +171,10 @@ t.test('refresh tokens', async (t) => {
   t.test('concurrent refreshes of one token leave at most one usable family', async (t) => {
     const first = await session()
     const family = await familyOf(first.access_token)
-    const results = await Promise.all(Array.from({ length: 8 }, () => app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token } })))
+    // From a client of its own: attempts in flight count against the client's failure budget,
+    // which earlier tests in this file have partly spent.
+    const conn = { remoteAddress: '127.0.0.3' }
+    const results = await Promise.all(Array.from({ length: 8 }, () => app.call('POST', '/auth/refresh', { json: { refresh_token: first.refresh_token }, conn })))
     const pairs: Array<{ access_token: string; refresh_token: string }> = []
     for (const r of results) {
       if (r.status === 200) pairs.push(await jsonOf(r))
@@ -297,16 +301,15 @@ t.test('errors', async (t) => {
     }
   })
 
-  t.test('a user in several organizations must name one', async (t) => {
+  t.test('a user in several organizations signs in to the one joined first, or to the one named', async (t) => {
     const { findUserByEmail, setMembership } = await import('../storage/users.ts')
     const user = await findUserByEmail(app.db, vars.USER_EMAIL_B!)
     await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now))
-    const ambiguous = await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_B, password: vars.USER_PASSWORD_B } })
-    t.equal(ambiguous.status, 400)
-    t.same(await jsonOf(ambiguous), {
-      status: 'Bad Request',
-      error: 'invalid_request',
-      error_description: 'organization_id is required: this user belongs to several organizations',
+    const unnamed = await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_B, password: vars.USER_PASSWORD_B } })
+    t.equal(unnamed.status, 200)
+    t.match(await jsonOf(unnamed), {
+      organization_id: vars.ORG_B,
+      organizations: [{ organization_id: vars.ORG_B }, { organization_id: vars.ORG_A, role: 'viewer' }],
     })
     const chosen = await jsonOf(await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_B, password: vars.USER_PASSWORD_B, organization_id: vars.ORG_A } }))
     t.equal(chosen.organization_id, vars.ORG_A)

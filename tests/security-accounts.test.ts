@@ -153,7 +153,13 @@ t.test('accepting', async (t) => {
 
   t.test('of parallel accepts exactly one succeeds', async (t) => {
     const invited = await invite(app, vars.ADMIN_KEY_A!, 'racer@example.com')
-    const results = await Promise.all(Array.from({ length: 8 }, () => accept(app, invited.body.token)))
+    // From eight clients: one client may have only a few password hashes in progress at once.
+    const results = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const res = await app.call('POST', '/invitations/accept', { json: { token: invited.body.token, password: PASSWORD }, conn: { remoteAddress: `127.0.0.${10 + i}` } })
+        return { status: res.status, body: await jsonOf(res) }
+      }),
+    )
     t.same(results.map((r) => r.status).sort(), [201, 400, 400, 400, 400, 400, 400, 400])
     t.equal((await memberEmails(app, vars.OWNER_KEY_A!)).filter((email) => email === 'racer@example.com').length, 1)
   })
