@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Config } from '../config.ts'
-import { HttpError, REASON, type ConnectionInfo, type Reply } from '../routes/http.ts'
-import type { FetchHandler } from '../routes/surface.ts'
+import { connectNotSupported, HttpError, REASON, type ConnectionInfo, type Reply } from '../routes/http.ts'
+import { BAD_TARGET, type FetchHandler } from '../routes/surface.ts'
 
 export interface Served {
   readonly runtime: 'node' | 'bun' | 'deno'
@@ -107,7 +107,7 @@ async function serveNode(app: Handler, config: Config, tls: Tls): Promise<Served
       const exchange = building
       // A URL or Host @hono/node-server cannot turn into a Request (e.g. `GET /\health`).
       const httpError = error instanceof RequestError
-        ? new HttpError(400, `Bad request target or Host header: ${error.message}`)
+        ? new HttpError(400, `${BAD_TARGET}: ${error.message}`)
         : asHttpError(error)
       if (exchange === null) return toResponse(app.refuse(httpError))
       answer(exchange.incoming, exchange.outgoing, httpError)
@@ -240,10 +240,7 @@ function answerClientErrors(server: Server, app: Handler, connOf: (socket: Socke
 function answerConnect(server: Server, app: Handler, connOf: (socket: Socket) => ConnectionInfo): void {
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     const origin = request.headers.origin
-    const error = new HttpError(405, 'CONNECT is not supported: this server is not a proxy', {
-      headers: { Allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' },
-    })
-    endSocket(socket, rawResponse(app.refuse(error, new Headers(origin ? { origin } : {}), connOf(socket))))
+    endSocket(socket, rawResponse(app.refuse(connectNotSupported(), new Headers(origin ? { origin } : {}), connOf(socket))))
   })
 }
 

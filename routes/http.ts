@@ -73,6 +73,13 @@ export class ClientAbortError extends Error {
   override name = 'ClientAbortError'
 }
 
+/** CONNECT asks us to be a proxy, which we are not (and no resource of ours is its target). */
+export function connectNotSupported(): HttpError {
+  return new HttpError(405, 'CONNECT is not supported: this server is not a proxy', {
+    headers: { Allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' },
+  })
+}
+
 /** The status logged for a request whose client went away before it was answered (as nginx does). */
 export const CLIENT_CLOSED = 499
 

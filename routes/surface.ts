@@ -5,7 +5,7 @@ import type { GenericSchema } from 'valibot'
 import type { Config } from '../config.ts'
 import type { Deps } from './deps.ts'
 import { corsHeaders, preflight } from './cors.ts'
-import { buildContext, CLIENT_CLOSED, ClientAbortError, HttpError, isDatabaseUnavailable, json, setHeaders, setSecurityHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
+import { buildContext, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable, json, setHeaders, setSecurityHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
@@ -91,6 +91,8 @@ export interface FetchOptions {
 
 const GENERIC_500 = 'Internal server error'
 const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
+/** The one message for a request target or Host that cannot make a URL, whichever runtime saw it. */
+export const BAD_TARGET = 'Bad request target or Host header'
 
 /** Turns a thrown value into a reply in the surface's format; unknown errors are logged, never shown. */
 export function errorReply(surface: Surface, error: unknown, ctx: RequestContext): Reply {
@@ -186,9 +188,13 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       const routed = head ? new Request(request, { method: 'GET' }) : request
       let reply: Reply
       try {
+        // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
+        if (request.method === 'CONNECT') throw connectNotSupported()
         reply = (await router.fetch(routed, ctx)) as Reply
       } catch (error) {
-        reply = errorReply(fallback, error, ctx)
+        // A URL the runtime let through that the router cannot parse (Bun builds one from a Host
+        // like `a b`): the client's request is at fault, not us.
+        reply = errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
       }
       finish(reply, request, ctx)
       if (reply.status === CLIENT_CLOSED) {

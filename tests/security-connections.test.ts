@@ -296,3 +296,21 @@ t.test('refusals echo an allowed Origin when CORS is an allow-list', async (t) =
   t.equal(parsed.headers['access-control-allow-origin'], 'https://www.example.com')
   t.equal(parsed.headers.vary, 'Origin')
 })
+
+t.test('what Bun and Deno pass on to the handler is answered the same way', async (t) => {
+  const { app } = await start(t)
+  // Bun hands CONNECT to the handler as a request for "/" (a plain object: Node's Request refuses
+  // to be built with that method).
+  const connectRequest = { url: 'http://localhost/', method: 'CONNECT', headers: new Headers() } as unknown as Request
+  const connectAnswer = await app.fetch(connectRequest, { remoteAddress: '127.0.0.1' })
+  t.equal(connectAnswer.status, 405)
+  t.equal(await connectAnswer.text(), '{"error":"CONNECT is not supported: this server is not a proxy"}')
+  t.equal(connectAnswer.headers.get('allow'), 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS')
+  // Bun builds request.url from a Host like `a b`, which no URL parser accepts.
+  const unparsable = { url: 'http://a b/health', method: 'GET', headers: new Headers() } as unknown as Request
+  const response = await app.fetch(unparsable, { remoteAddress: '127.0.0.1' })
+  t.equal(response.status, 400)
+  t.equal(await response.text(), '{"error":"Bad request target or Host header"}')
+  t.equal(response.headers.get('content-security-policy'), JSON_CSP)
+  t.equal(response.headers.get('x-content-type-options'), 'nosniff')
+})
