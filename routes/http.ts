@@ -196,18 +196,29 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
 export async function readText(request: Request, limit: number, timeoutMs: number): Promise<string> {
   const declared = request.headers.get('content-length')
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit)
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null
   let timer: ReturnType<typeof setTimeout> | undefined
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(tooSlow(timeoutMs)), timeoutMs)
+    timer = setTimeout(() => {
+      // Stop waiting for the stream; the 408 closes the connection, which ends any read left.
+      reader?.cancel().catch(() => {})
+      reject(tooSlow(timeoutMs))
+    }, timeoutMs)
   })
   try {
-    return decodeUtf8(await Promise.race([readBytes(request, limit, declared), expired]))
+    const bytes = readBytes(request, limit, declared, (opened) => (reader = opened))
+    return decodeUtf8(await Promise.race([bytes, expired]))
   } finally {
     clearTimeout(timer)
   }
 }
 
-async function readBytes(request: Request, limit: number, declared: string | null): Promise<Uint8Array> {
+async function readBytes(
+  request: Request,
+  limit: number,
+  declared: string | null,
+  opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void,
+): Promise<Uint8Array> {
   if (declared !== null && /^\d+$/.test(declared)) {
     // A declared length within the limit bounds the read (the HTTP parser frames the body by it),
     // so read it whole: on @hono/node-server this skips building a Request and a ReadableStream.
@@ -217,6 +228,7 @@ async function readBytes(request: Request, limit: number, declared: string | nul
   }
   if (request.body === null) return new Uint8Array(0)
   const reader = request.body.getReader()
+  opened(reader)
   const chunks: Uint8Array[] = []
   let size = 0
   try {
@@ -228,7 +240,7 @@ async function readBytes(request: Request, limit: number, declared: string | nul
       chunks.push(value)
     }
   } catch (error) {
-    // Stop reading (on a 413, or when the race above gave up with a 408): frees the stream.
+    // A 413 (or a dead stream): stop reading and free the stream.
     reader.cancel().catch(() => {})
     throw error
   }
@@ -236,9 +248,9 @@ async function readBytes(request: Request, limit: number, declared: string | nul
 }
 
 /**
- * A body read that fails failed because the client's stream did (reset, closed mid-upload):
- * name it so, or it would pass for whatever its error code resembles (ECONNRESET looks like a
- * lost database connection). A read abandoned by the 408 race fails later, unobserved: caught.
+ * A failed read of the body is the client's stream failing (a reset, a close mid-upload): name it
+ * so, or it passes for whatever its error code resembles (ECONNRESET looks like a lost database
+ * connection). A read the 408 race left behind may fail later with nobody awaiting it: caught.
  */
 function clientRead<T>(pending: Promise<T>): Promise<T> {
   const read = pending.catch((error: unknown) => {
@@ -248,9 +260,9 @@ function clientRead<T>(pending: Promise<T>): Promise<T> {
   read.catch(() => {})
   return read
 }
+
 function decodeUtf8(bytes: Uint8Array): string {
   if (bytes.byteLength === 0) return ''
-
   try {
     return decoder.decode(bytes)
   } catch {
