@@ -48,6 +48,14 @@ export interface Config {
   /** Accept plain HTTP from non-loopback peers on the product API (only for isolated networks). */
   readonly allowInsecureHttp: boolean
   readonly bodyLimitBytes: number
+  /** The whole request body must arrive within this many milliseconds, or the answer is 408. */
+  readonly bodyTimeoutMs: number
+  /** The request line and headers must arrive within this many milliseconds (Node; Bun: idle timeout). */
+  readonly headersTimeoutMs: number
+  /** Open connections accepted at once (Node); the excess is refused with 503 at connect time. */
+  readonly maxConnections: number
+  /** Open connections accepted at once from one client address (Node; trusted proxies exempt). */
+  readonly maxConnectionsPerClient: number
   readonly leadRateLimit: RateLimitRule
   readonly apiRateLimit: RateLimitRule
   readonly loginRateLimit: RateLimitRule
@@ -251,6 +259,10 @@ export function loadConfig(env: Env = {}): Config {
     tlsKeyFile,
     allowInsecureHttp: env.ALLOW_INSECURE_HTTP === 'true',
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
+    bodyTimeoutMs: integer(env, 'BODY_TIMEOUT_MS', 10_000, 100, 600_000),
+    headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    maxConnectionsPerClient: integer(env, 'MAX_CONNECTIONS_PER_CLIENT', 256, 1, 1_000_000),
     leadRateLimit: rateLimit(env, 'LEAD_RATE_LIMIT', { limit: 20, windowSeconds: 60 }),
     apiRateLimit: rateLimit(env, 'API_RATE_LIMIT', { limit: 600, windowSeconds: 60 }),
     loginRateLimit: rateLimit(env, 'LOGIN_RATE_LIMIT', { limit: 10, windowSeconds: 300 }),

@@ -39,6 +39,8 @@ export function createHandler(config: Config, deps: Deps): Steward {
   const combined = createFetch(all, { config, deps, fallback: leads })
   return {
     fetch: combined.fetch,
+    refuse: combined.refuse,
+    counters: combined.counters,
     leads: createFetch([leads], { config, deps, fallback: leads }),
     product: createFetch([product], { config, deps, fallback: product }),
     discovery: createFetch([discovery], { config, deps, fallback: discovery }),

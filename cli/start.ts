@@ -22,7 +22,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
   // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
   const rateLimits = database.kind === 'postgres' ? createRateLimitStore(database.db, { logger }) : undefined
   const app = createHandler(config, { db: database.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
-  const server = await serve(app.fetch, config)
+  const server = await serve(app, config)
   logger.log('info', 'listening', {
     runtime: server.runtime,
     url: `${config.tlsCertFile ? 'https' : 'http'}://${config.host}:${server.port}`,

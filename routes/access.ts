@@ -111,7 +111,7 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
 /** A JSON object body (application/json or a +json type), bounded, with the shared string checks. */
 export async function readJsonBody(request: Request, ctx: RequestContext, options: { optional?: boolean } = {}): Promise<Record<string, unknown>> {
   const type = mediaType(request)
-  const text = await readText(request, ctx.config.bodyLimitBytes)
+  const text = await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs)
   if (options.optional && text.trim() === '') return {}
   if (type !== 'application/json' && !type.endsWith('+json')) {
     throw new HttpError(415, `Content-Type ${type || '(none)'} is not supported; send application/json`)

@@ -179,7 +179,7 @@ export function authRoutes(config: Config, credentials: Credentials, hasher: Pas
 
   async function readBody(request: Request, ctx: RequestContext): Promise<{ form: boolean; params: Record<string, unknown> }> {
     const type = mediaType(request)
-    const text = await readText(request, ctx.config.bodyLimitBytes)
+    const text = await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs)
     if (type === 'application/x-www-form-urlencoded') return { form: true, params: parseForm(text) }
     if (type === 'application/json' || type.endsWith('+json')) return { form: false, params: parseJsonObject(text) }
     throw new HttpError(415, `Content-Type ${type || '(none)'} is not supported; send application/json or application/x-www-form-urlencoded`)

@@ -14,11 +14,14 @@ export const REASON: Readonly<Record<number, string>> = Object.freeze({
   403: 'Forbidden',
   404: 'Not Found',
   405: 'Method Not Allowed',
+  408: 'Request Timeout',
   409: 'Conflict',
   410: 'Gone',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
   429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  499: 'Client Closed Request',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 })
@@ -62,9 +65,43 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false
 }
 
+/**
+ * The request body stopped arriving because the client went away (reset, closed mid-upload).
+ * Not a fault of ours and never a database outage: logged as an abort and counted, and the
+ * answer (status 499, which nobody reads) says so in the access log.
+ */
+export class ClientAbortError extends Error {
+  override name = 'ClientAbortError'
+}
+
+/** CONNECT asks us to be a proxy, which we are not (and no resource of ours is its target). */
+export function connectNotSupported(): HttpError {
+  return new HttpError(405, 'CONNECT is not supported: this server is not a proxy', {
+    headers: { Allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' },
+  })
+}
+
+/** The status logged for a request whose client went away before it was answered (as nginx does). */
+export const CLIENT_CLOSED = 499
+
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'X-Content-Type-Options': 'nosniff',
 })
+
+// No answer of ours may be framed (clickjacking). Nothing we serve is HTML, so nothing in an
+// answer may load or run either: JSON, llms.txt and the SVG logo get `default-src 'none'` too.
+const CSP_FRAME = "frame-ancestors 'none'"
+const CSP_NONE = "default-src 'none'; frame-ancestors 'none'"
+
+/**
+ * Sets the headers every answer carries, whatever produced it (a route, the router's 404/405,
+ * or the runtime adapter refusing a malformed request): they win over a handler's.
+ */
+export function setSecurityHeaders(reply: Reply): void {
+  setHeaders(reply, SECURITY_HEADERS)
+  const type = reply.headers['content-type'] ?? ''
+  reply.headers['content-security-policy'] = /^\s*text\/html\b/i.test(type) ? CSP_FRAME : CSP_NONE
+}
 
 /**
  * What a handler answers. The pipeline (access guard, surface, CORS, security headers) adds its
@@ -155,36 +192,81 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
 /**
  * Reads the body as text, refusing more than `limit` bytes while reading: a Content-Length
  * over the limit is refused before any byte is read, and a chunked body is cut off as soon as
- * it passes the limit.
+ * it passes the limit. The whole body must arrive within `timeoutMs` (a client trickling one
+ * byte a second would otherwise hold the request open for as long as it likes): 408.
+ * A body that stops because the client went away is a ClientAbortError, never a server fault.
+ * Refusals close the connection: the unread rest of the body cannot be left for the next request.
  */
-export async function readText(request: Request, limit: number): Promise<string> {
+export async function readText(request: Request, limit: number, timeoutMs: number): Promise<string> {
   const declared = request.headers.get('content-length')
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit)
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      // Stop waiting for the stream; the 408 closes the connection, which ends any read left.
+      reader?.cancel().catch(() => {})
+      reject(tooSlow(timeoutMs))
+    }, timeoutMs)
+  })
+  try {
+    const bytes = readBytes(request, limit, declared, (opened) => (reader = opened))
+    return decodeUtf8(await Promise.race([bytes, expired]))
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+async function readBytes(
+  request: Request,
+  limit: number,
+  declared: string | null,
+  opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void,
+): Promise<Uint8Array> {
   if (declared !== null && /^\d+$/.test(declared)) {
     // A declared length within the limit bounds the read (the HTTP parser frames the body by it),
     // so read it whole: on @hono/node-server this skips building a Request and a ReadableStream.
-    const bytes = new Uint8Array(await request.arrayBuffer())
+    const bytes = new Uint8Array(await clientRead(request.arrayBuffer()))
     if (bytes.byteLength > limit) throw tooLarge(limit)
-    return decodeUtf8(bytes)
+    return bytes
   }
-  if (request.body === null) return ''
+  if (request.body === null) return new Uint8Array(0)
   const reader = request.body.getReader()
+  opened(reader)
   const chunks: Uint8Array[] = []
   let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > limit) {
-      await reader.cancel().catch(() => {})
-      throw tooLarge(limit)
+  try {
+    for (;;) {
+      const { done, value } = await clientRead(reader.read())
+      if (done) break
+      size += value.byteLength
+      if (size > limit) throw tooLarge(limit)
+      chunks.push(value)
     }
-    chunks.push(value)
+  } catch (error) {
+    // A 413 (or a dead stream): stop reading and free the stream.
+    reader.cancel().catch(() => {})
+    throw error
   }
-  return decodeUtf8(chunks.length === 1 ? chunks[0]! : concat(chunks, size))
+  return chunks.length === 1 ? chunks[0]! : concat(chunks, size)
+}
+
+/**
+ * A failed read of the body is the client's stream failing (a reset, a close mid-upload): name it
+ * so, or it passes for whatever its error code resembles (ECONNRESET looks like a lost database
+ * connection). A read the 408 race left behind may fail later with nobody awaiting it: caught.
+ */
+function clientRead<T>(pending: Promise<T>): Promise<T> {
+  const read = pending.catch((error: unknown) => {
+    if (error instanceof HttpError) throw error
+    throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
+  })
+  read.catch(() => {})
+  return read
 }
 
 function decodeUtf8(bytes: Uint8Array): string {
+  if (bytes.byteLength === 0) return ''
   try {
     return decoder.decode(bytes)
   } catch {
@@ -203,7 +285,11 @@ function concat(chunks: Uint8Array[], size: number): Uint8Array {
 }
 
 function tooLarge(limit: number): HttpError {
-  return new HttpError(413, `Request body is larger than ${limit} bytes`)
+  return new HttpError(413, `Request body is larger than ${limit} bytes`, { headers: { Connection: 'close' } })
+}
+
+function tooSlow(timeoutMs: number): HttpError {
+  return new HttpError(408, `Request body did not arrive within ${timeoutMs} ms`, { headers: { Connection: 'close' } })
 }
 
 /** The media type of the request, lower-cased, without parameters. */

@@ -120,7 +120,7 @@ async function readLeadBody(request: Request, ctx: RequestContext): Promise<Reco
   if (type !== '' && type !== 'application/json' && type !== 'text/plain' && !type.endsWith('+json')) {
     throw new HttpError(415, `Content-Type ${type} is not supported; send application/json`)
   }
-  return parseJsonObject(await readText(request, ctx.config.bodyLimitBytes))
+  return parseJsonObject(await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs))
 }
 
 function emptyToNull(value: string | undefined): string | null {

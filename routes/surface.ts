@@ -5,7 +5,7 @@ import type { GenericSchema } from 'valibot'
 import type { Config } from '../config.ts'
 import type { Deps } from './deps.ts'
 import { corsHeaders, preflight } from './cors.ts'
-import { buildContext, HttpError, isDatabaseUnavailable, json, SECURITY_HEADERS, setHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
+import { buildContext, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable, json, setHeaders, setSecurityHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
@@ -66,6 +66,20 @@ export interface Surface {
 
 export interface FetchHandler {
   fetch(request: Request, conn?: ConnectionInfo): Promise<Response>
+  /**
+   * Our answer to what the runtime refuses before it becomes a Request (malformed HTTP, a bad
+   * request target or Host, CONNECT, a connection over the cap, a headers timeout): the error in
+   * the fallback surface's format with the headers every answer carries. `headers` are the
+   * request's when the runtime parsed them (for CORS), else none.
+   */
+  refuse(error: HttpError, headers?: Headers | null, conn?: ConnectionInfo): Reply
+  /** Running counts, for operators and tests. */
+  readonly counters: Readonly<HandlerCounters>
+}
+
+export interface HandlerCounters {
+  /** Requests whose client went away while sending the body (logged as `client aborted`). */
+  clientAborts: number
 }
 
 export interface FetchOptions {
@@ -77,12 +91,18 @@ export interface FetchOptions {
 
 const GENERIC_500 = 'Internal server error'
 const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
+/** The one message for a request target or Host that cannot make a URL, whichever runtime saw it. */
+export const BAD_TARGET = 'Bad request target or Host header'
 
 /** Turns a thrown value into a reply in the surface's format; unknown errors are logged, never shown. */
 export function errorReply(surface: Surface, error: unknown, ctx: RequestContext): Reply {
   let httpError: HttpError
   if (error instanceof HttpError) {
     httpError = error
+  } else if (error instanceof ClientAbortError) {
+    // Checked before the database test: a reset client stream carries ECONNRESET too. Logged and
+    // counted by the fetch handler; the reply reaches nobody.
+    httpError = new HttpError(CLIENT_CLOSED, error.message)
   } else if (isDatabaseUnavailable(error)) {
     ctx.deps.logger.log('warn', 'database unavailable', { requestId: ctx.requestId, code: errorCode(error) })
     httpError = new HttpError(503, UNAVAILABLE, { headers: { 'Retry-After': '5' } })
@@ -148,7 +168,18 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     errorReply(fallback, new HttpError(404, `No resource at ${pathOf(request.url)}`), ctx),
   )
 
+  const counters: HandlerCounters = { clientAborts: 0 }
   return {
+    counters,
+    refuse(error: HttpError, headers?: Headers | null, conn?: ConnectionInfo): Reply {
+      const request = new Request('http://refused.invalid/', headers ? { headers } : {})
+      // A fresh id: the request never got far enough for its own X-Request-Id to be believed.
+      const ctx: RequestContext = { ...buildContext(request, config, deps, conn), requestId: crypto.randomUUID() }
+      const out = errorReply(fallback, error, ctx)
+      if (fallback.headers) setHeaders(out, fallback.headers)
+      finish(out, request, ctx)
+      return out
+    },
     async fetch(request: Request, conn?: ConnectionInfo): Promise<Response> {
       const started = accessLog ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
@@ -157,11 +188,19 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       const routed = head ? new Request(request, { method: 'GET' }) : request
       let reply: Reply
       try {
+        // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
+        if (request.method === 'CONNECT') throw connectNotSupported()
         reply = (await router.fetch(routed, ctx)) as Reply
       } catch (error) {
-        reply = errorReply(fallback, error, ctx)
+        // A URL the runtime let through that the router cannot parse (Bun builds one from a Host
+        // like `a b`): the client's request is at fault, not us.
+        reply = errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
       }
       finish(reply, request, ctx)
+      if (reply.status === CLIENT_CLOSED) {
+        counters.clientAborts++
+        deps.logger.log('info', 'client aborted', { requestId: ctx.requestId, method: request.method, path: pathOf(request.url).slice(0, 200), aborts: counters.clientAborts })
+      }
       if (accessLog) {
         const path = pathOf(request.url)
         // The path only: a query string may hold a token someone sent by mistake.
@@ -220,7 +259,7 @@ export function pathOf(url: string): string {
 
 /** Headers every answer carries, added last (they win over a handler's). */
 function finish(reply: Reply, request: Request, ctx: RequestContext): void {
-  setHeaders(reply, SECURITY_HEADERS)
+  setSecurityHeaders(reply)
   reply.headers['x-request-id'] = ctx.requestId
   // Discovery documents (any origin) and preflights carry their own CORS answer: keep it.
   if (!('access-control-allow-origin' in reply.headers)) setHeaders(reply, corsHeaders(ctx.config, request))
