@@ -33,8 +33,15 @@ export function readHiddenLine(input: Input & { setRawMode: (mode: boolean) => u
     }
     const onEnd = (): void => finish(null, typed === '' ? null : typed)
     const onData = (chunk: Buffer | string): void => {
-      for (const char of typeof chunk === 'string' ? chunk : decoder.write(chunk)) {
-        if (ENTER.has(char)) return finish(null, typed)
+      const chars = Array.from(typeof chunk === 'string' ? chunk : decoder.write(chunk))
+      for (const [i, char] of chars.entries()) {
+        if (ENTER.has(char)) {
+          // What follows the line (a pasted second line) is left for the next read.
+          const rest = chars.slice(char === '\r' && chars[i + 1] === '\n' ? i + 2 : i + 1).join('')
+          finish(null, typed)
+          if (rest !== '') input.unshift(Buffer.from(rest))
+          return
+        }
         if (char === INTERRUPT) return finish(new CommandFailed('cancelled', 130), null)
         if (char === END && typed === '') return finish(null, null)
         if (ERASE.has(char)) typed = Array.from(typed).slice(0, -1).join('')
