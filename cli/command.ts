@@ -3,7 +3,7 @@
 // every list), through `node:util`'s parseArgs, which Node, Bun and Deno all provide.
 import { realpathSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
+import { parseArgs, type ParseArgsConfig } from 'node:util'
 import type { Config } from '../config.ts'
 
 /** Where a command reads and writes. Tests pass streams; stdin may be absent (no input at all). */
@@ -83,6 +83,21 @@ export function parseOptions(command: Command, argv: readonly string[]): Options
     if (value === undefined && spec.default !== undefined) values[name] = spec.default
   }
   return values
+}
+
+type ScriptOptions = NonNullable<ParseArgsConfig['options']>
+
+/**
+ * The same strict parsing for the developer scripts (fixtures, bench), which have no command
+ * table: a mistake prints one line and exits 2.
+ */
+export function parseScriptArgs<const T extends ScriptOptions>(options: T): ReturnType<typeof parseArgs<{ options: T; strict: true }>>['values'] {
+  try {
+    return parseArgs({ options, strict: true }).values
+  } catch (error) {
+    process.stderr.write(`usage error: ${describeParseError(error)}\n`)
+    process.exit(2)
+  }
 }
 
 /** parseArgs' messages run over several lines and suggest syntax; the usage that follows says enough. */
