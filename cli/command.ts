@@ -114,7 +114,7 @@ function describeParseError(error: unknown): string {
   return text.split('\n')[0]!
 }
 
-export function alternatives(values: readonly string[]): string {
+function alternatives(values: readonly string[]): string {
   return values.length < 2 ? values.join('') : `${values.slice(0, -1).join(', ')} or ${values[values.length - 1]}`
 }
 
