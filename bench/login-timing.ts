@@ -4,6 +4,7 @@
 //   npx tsx bench/login-timing.ts [--rounds 20] [--cost 17]
 //
 // Prints the median and p90 of each case and the ratio of the medians (1.00 is ideal).
+import { parseScriptArgs } from '../cli/command.ts'
 import { loadConfig } from '../config.ts'
 import { seedWorld } from '../fixtures/seed.ts'
 import { silentLogger } from '../routes/deps.ts'
@@ -11,13 +12,9 @@ import { createHandler } from '../server.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
 
-function flag(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? Number(process.argv[i + 1]) : fallback
-}
-
-const rounds = flag('rounds', 20)
-const cost = flag('cost', 17)
+const values = parseScriptArgs({ rounds: { type: 'string', default: '20' }, cost: { type: 'string', default: '17' } })
+const rounds = Number(values.rounds)
+const cost = Number(values.cost)
 const config = loadConfig({ DATABASE_URL: 'memory://', LOG_LEVEL: 'silent', PASSWORD_HASH_COST: String(cost), LOGIN_RATE_LIMIT: '100000/60' })
 const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: silentLogger })
 await migrateToLatest(handle.db)

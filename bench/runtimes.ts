@@ -9,16 +9,14 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { parseScriptArgs } from '../cli/command.ts'
 import { createScratchDatabase, hasSeed, reachable, RUNTIMES, startServer, tsx, type Runtime } from './lib.ts'
 
-function flag(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? process.argv[i + 1] : undefined
-}
-
-const runtimes = (flag('runtimes')?.split(',') ?? RUNTIMES) as Runtime[]
+// Strict: a mistyped option fails instead of silently running the whole matrix.
+const values = parseScriptArgs({ runtimes: { type: 'string' }, databases: { type: 'string' } })
+const runtimes = (values.runtimes?.split(',') ?? RUNTIMES) as Runtime[]
 const pgUrl = process.env.TEST_DATABASE_URL || ''
-const wanted = flag('databases')?.split(',') ?? ['pglite', 'postgres']
+const wanted = values.databases?.split(',') ?? ['pglite', 'postgres']
 const databases: Array<'pglite' | 'postgres'> = []
 if (wanted.includes('pglite')) databases.push('pglite')
 if (wanted.includes('postgres')) {

@@ -1,51 +1,147 @@
-// The shape of an operator command, and the flag parser they share.
+// The shape of an operator command, and the one flag parser they share: each command declares its
+// options, and anything it did not declare is refused (a mistyped `--lst demo` must not export
+// every list), through `node:util`'s parseArgs, which Node, Bun and Deno all provide.
 import { realpathSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
+import { parseArgs, type ParseArgsConfig } from 'node:util'
 import type { Config } from '../config.ts'
 
+/** Where a command reads and writes. Tests pass streams; stdin may be absent (no input at all). */
 export interface Io {
   readonly stdout: NodeJS.WritableStream & { isTTY?: boolean }
   readonly stderr: NodeJS.WritableStream & { isTTY?: boolean }
+  readonly stdin?: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown }
+}
+
+export type Env = Readonly<Record<string, string | undefined>>
+
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean'
+  readonly description: string
+  /** The value's name in the usage line, e.g. ID. */
+  readonly value?: string
+  readonly required?: boolean
+  /** The only accepted values (checked before the command runs, listed in the help). */
+  readonly choices?: readonly string[]
+  readonly default?: string
+}
+
+export type Options = Readonly<Record<string, string | boolean | undefined>>
+
+export interface CommandContext {
+  readonly options: Options
+  readonly config: Config
+  readonly io: Io
+  /** The process environment, for the few inputs that are deliberately not configuration (a password). */
+  readonly env: Env
 }
 
 export interface Command {
   /** e.g. "leads export". */
   readonly name: string
-  readonly usage: string
   readonly summary: string
-  run(args: ParsedArgs, config: Config, io: Io): Promise<number>
+  readonly options: Readonly<Record<string, OptionSpec>>
+  /** More help text, printed after the options. */
+  readonly notes?: string
+  run(context: CommandContext): Promise<number>
 }
 
-export interface ParsedArgs {
-  readonly flags: Readonly<Record<string, string | true>>
-  readonly positional: readonly string[]
-}
-
+/** A mistake in how the command was called: exit 2, with the command's usage. */
 export class UsageError extends Error {
   override name = 'UsageError'
 }
 
-/** `--name value`, `--name=value` and bare `--flag`. */
-export function parseArgs(argv: readonly string[]): ParsedArgs {
-  const flags: Record<string, string | true> = Object.create(null)
-  const positional: string[] = []
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=')
-      if (eq > 0) flags[arg.slice(2, eq)] = arg.slice(eq + 1)
-      else if (i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) flags[arg.slice(2)] = argv[++i]!
-      else flags[arg.slice(2)] = true
-    } else positional.push(arg)
+/** The command was understood but could not be carried out: exit 1, the message on one line. */
+export class CommandFailed extends Error {
+  override name = 'CommandFailed'
+  constructor(message: string, readonly exitCode = 1) {
+    super(message)
   }
-  return { flags, positional }
 }
 
-export function stringFlag(args: ParsedArgs, name: string, fallback?: string): string {
-  const value = args.flags[name]
-  if (typeof value === 'string' && value !== '') return value
-  if (fallback !== undefined) return fallback
-  throw new UsageError(`--${name} is required`)
+const HELP: OptionSpec = { type: 'boolean', description: 'show this help and exit' }
+
+/** True when the arguments ask for help: it wins over every other mistake in them. */
+export function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--')
+  return (end < 0 ? argv : argv.slice(0, end)).some((arg) => arg === '--help' || arg === '-h')
+}
+
+/** Parses a command's arguments strictly: unknown options, stray arguments and missing values are usage errors. */
+export function parseOptions(command: Command, argv: readonly string[]): Options {
+  let values: Record<string, string | boolean | undefined>
+  try {
+    const options = Object.fromEntries(Object.entries(command.options).map(([name, spec]) => [name, { type: spec.type }]))
+    values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values
+  } catch (error) {
+    throw new UsageError(describeParseError(error))
+  }
+  for (const [name, spec] of Object.entries(command.options)) {
+    const value = values[name]
+    if (spec.required && (value === undefined || value === '')) throw new UsageError(`missing required option '--${name}'`)
+    if (typeof value === 'string' && spec.choices && !spec.choices.includes(value)) throw new UsageError(`--${name} must be ${alternatives(spec.choices)}`)
+    if (value === undefined && spec.default !== undefined) values[name] = spec.default
+  }
+  return values
+}
+
+type ScriptOptions = NonNullable<ParseArgsConfig['options']>
+
+/**
+ * The same strict parsing for the developer scripts (fixtures, bench), which have no command
+ * table: a mistake prints one line and exits 2.
+ */
+export function parseScriptArgs<const T extends ScriptOptions>(options: T): ReturnType<typeof parseArgs<{ options: T; strict: true }>>['values'] {
+  try {
+    return parseArgs({ options, strict: true }).values
+  } catch (error) {
+    process.stderr.write(`usage error: ${describeParseError(error)}\n`)
+    process.exit(2)
+  }
+}
+
+/** parseArgs' messages run over several lines and suggest syntax; the usage that follows says enough. */
+function describeParseError(error: unknown): string {
+  const { code, message } = error as { code?: string; message?: string }
+  const text = String(message ?? error)
+  const quoted = /'([^']*)'/.exec(text)?.[1] ?? ''
+  const option = /--?[\w-]+/.exec(quoted)?.[0] ?? quoted
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option '${option}'`
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument '${quoted}'`
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    return /does not take an argument/.test(text) ? `option '${option}' takes no value` : `option '${option}' needs a value (write ${option}=VALUE for one that starts with a dash)`
+  }
+  return text.split('\n')[0]!
+}
+
+function alternatives(values: readonly string[]): string {
+  return values.length < 2 ? values.join('') : `${values.slice(0, -1).join(', ')} or ${values[values.length - 1]}`
+}
+
+function optionLabel(name: string, spec: OptionSpec): string {
+  return spec.type === 'boolean' ? `--${name}` : `--${name} ${spec.value ?? 'VALUE'}`
+}
+
+export function usageLine(program: string, command: Command): string {
+  const parts = Object.entries(command.options).map(([name, spec]) => (spec.required ? optionLabel(name, spec) : `[${optionLabel(name, spec)}]`))
+  return [`${program} ${command.name}`, ...parts].join(' ')
+}
+
+/** The full help of one command: usage, summary, every option with its description. */
+export function commandHelp(program: string, command: Command): string {
+  const rows = [...Object.entries(command.options), ['help', HELP] as const].map(([name, spec]) => {
+    const facts = [
+      spec.required ? 'required' : null,
+      spec.choices ? `one of ${spec.choices.join(', ')}` : null,
+      spec.default !== undefined ? `default: ${spec.default}` : null,
+    ].filter((fact) => fact !== null)
+    return [name === 'help' ? '-h, --help' : optionLabel(name, spec), `${spec.description}${facts.length ? ` (${facts.join('; ')})` : ''}`] as const
+  })
+  const width = Math.max(...rows.map(([label]) => label.length))
+  const lines = [`usage: ${usageLine(program, command)}`, '', `${command.summary[0]!.toUpperCase()}${command.summary.slice(1)}.`, '', 'options:']
+  for (const [label, text] of rows) lines.push(`  ${label.padEnd(width)}  ${text}`)
+  if (command.notes) lines.push('', command.notes)
+  return lines.join('\n') + '\n'
 }
 
 /** True when the module whose `import.meta` is given is the script being run (Node, Bun, Deno). */

@@ -1,10 +1,14 @@
 // `leads export`: streams the lead lists as CSV or NDJSON, with progress on a terminal.
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, openSync, statSync, type Stats } from 'node:fs'
+import { rename, unlink } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Kysely } from 'kysely'
 import { countLeads, streamLeads, type ExportedLead, type LeadList } from '../storage/leads.ts'
 import type { Database } from '../storage/schema.ts'
+import { CommandFailed } from './command.ts'
 
 export const EXPORT_COLUMNS = [
   'list', 'id', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id', 'via', 'received_at',
@@ -32,6 +36,8 @@ export async function exportLeads(db: Kysely<Database>, options: ExportOptions):
   let written = 0
   let lastReport = 0
   const write = async (chunk: string) => {
+    // A stream that failed (disk full, closed pipe) never drains: stop instead of waiting forever.
+    if (out.errored) throw out.errored
     if (!out.write(chunk)) await once(out, 'drain')
   }
   if (options.format === 'csv') await write(EXPORT_COLUMNS.join(',') + '\r\n')
@@ -53,6 +59,81 @@ export async function exportLeads(db: Kysely<Database>, options: ExportOptions):
   return written
 }
 
-export function openOutput(path: string | null): Writable {
-  return path ? createWriteStream(path) : process.stdout
+/** A file being written by an export: it takes its final name only once complete. */
+export interface Output {
+  readonly stream: Writable
+  /** Flushes the file and gives it its name (replacing any file there). */
+  commit(): Promise<void>
+  /** Drops what was written, leaving whatever was at the path before. */
+  abort(): Promise<void>
+}
+
+/**
+ * Opens an export's destination. A regular file is written beside its final path and renamed
+ * into place on success, so a failed or interrupted export never leaves a truncated file that
+ * looks complete; leads are personal data, so the file is readable by its owner only.
+ * A device or pipe (/dev/stdout, a FIFO) is written in place: renaming over it would replace it.
+ */
+export async function openOutput(path: string): Promise<Output> {
+  const existing = statOrNull(path)
+  if (existing?.isDirectory()) throw new CommandFailed(`cannot write ${path}: it is a directory`)
+  const inPlace = existing !== null && !existing.isFile()
+  const partial = inPlace ? path : join(dirname(path), `.${basename(path)}.${randomBytes(4).toString('hex')}.partial`)
+  let fd: number
+  try {
+    fd = openSync(partial, inPlace ? 'w' : 'wx', 0o600)
+  } catch (error) {
+    throw cannotWrite(path, error)
+  }
+  const stream = createWriteStream(partial, { fd })
+  // Recorded here, rethrown by the writer or by commit: an 'error' with no listener would crash.
+  stream.on('error', () => {})
+  const closed = once(stream, 'close').catch(() => {})
+  const abort = async (): Promise<void> => {
+    if (!stream.destroyed) stream.destroy()
+    await closed
+    if (!inPlace) await unlink(partial).catch(() => {})
+  }
+  return {
+    stream,
+    abort,
+    async commit() {
+      try {
+        await new Promise<void>((resolve, reject) => stream.end((error?: Error | null) => (error ? reject(error) : resolve())))
+        if (stream.errored) throw stream.errored
+        if (!inPlace) await rename(partial, path)
+      } catch (error) {
+        await abort()
+        throw cannotWrite(path, error)
+      }
+    },
+  }
+}
+
+function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw cannotWrite(path, error)
+  }
+}
+
+const REASONS: Readonly<Record<string, string>> = {
+  ENOENT: 'its directory does not exist',
+  ENOTDIR: 'a part of the path is not a directory',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'the file system is read-only',
+  ENOSPC: 'no space left on the device',
+  EISDIR: 'it is a directory',
+  EEXIST: 'a temporary file of the same name exists',
+}
+
+/** One line naming the path and the reason, for a failure to create or write an export file. */
+export function cannotWrite(path: string, error: unknown): CommandFailed {
+  if (error instanceof CommandFailed) return error
+  const { code, message } = error as NodeJS.ErrnoException
+  const reason = (code && REASONS[code]) ?? String(message ?? error).split('\n')[0]
+  return new CommandFailed(`cannot write ${path}: ${reason}${code ? ` (${code})` : ''}`)
 }

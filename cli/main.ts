@@ -1,15 +1,19 @@
 // The operator command line behind server.ts: `start`, `migrate`, `leads export`, provisioning.
+// Every command and group answers --help without opening the database or reading configuration.
 import { ConfigError, loadConfig } from '../config.ts'
-import { parseArgs, stringFlag, UsageError, type Command, type Io } from './command.ts'
+import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type Command, type Env, type Io } from './command.ts'
 import { withDatabase } from './database.ts'
-import { exportLeads, openOutput } from './export.ts'
+import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { provisionCommands } from './provision.ts'
+
+const PROGRAM = 'server.ts'
 
 const start: Command = {
   name: 'start',
-  usage: 'start',
   summary: 'migrate the database and serve HTTP on HOST:PORT',
-  async run(_args, config) {
+  options: {},
+  notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see README.md.',
+  async run({ config }) {
     const { startServer } = await import('./start.ts')
     const running = await startServer(config)
     await running.stopped
@@ -19,9 +23,9 @@ const start: Command = {
 
 const migrate: Command = {
   name: 'migrate',
-  usage: 'migrate',
   summary: 'bring the database schema up to date and exit',
-  async run(_args, config, io) {
+  options: {},
+  async run({ config, io }) {
     return withDatabase(config, async (_handle, applied) => {
       io.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n')
       return 0
@@ -29,65 +33,139 @@ const migrate: Command = {
   },
 }
 
+const LISTS = ['demo', 'newsletter', 'all'] as const
+
 const leadsExport: Command = {
   name: 'leads export',
-  usage: 'leads export [--list demo|newsletter|all] [--format csv|ndjson] [--output FILE]',
   summary: 'stream stored leads as CSV or NDJSON (stdout by default)',
-  async run(args, config, io) {
-    const list = stringFlag(args, 'list', 'all')
-    const format = stringFlag(args, 'format', 'csv')
-    if (!['demo', 'newsletter', 'all'].includes(list)) throw new UsageError('--list must be demo, newsletter or all')
-    if (format !== 'csv' && format !== 'ndjson') throw new UsageError('--format must be csv or ndjson')
-    const output = typeof args.flags.output === 'string' ? args.flags.output : null
-    const out = output ? openOutput(output) : (io.stdout as unknown as import('node:stream').Writable)
-    const count = await withDatabase(config, (handle) =>
-      exportLeads(handle.db, {
-        lists: list === 'all' ? ['demo', 'newsletter'] : [list as 'demo' | 'newsletter'],
-        format,
-        out,
-        progress: io.stderr.isTTY ? (io.stderr as unknown as import('node:stream').Writable) : null,
-      }),
-    )
-    if (output) {
-      await new Promise<void>((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve())))
-      io.stderr.write(`wrote ${count} leads to ${output}\n`)
+  options: {
+    list: { type: 'string', value: 'LIST', description: 'which lead list to export', choices: LISTS, default: 'all' },
+    format: { type: 'string', value: 'FORMAT', description: 'CSV (spreadsheet-safe) or one JSON object per line', choices: ['csv', 'ndjson'], default: 'csv' },
+    output: { type: 'string', value: 'FILE', description: 'write to FILE instead of stdout; it appears only once the export is complete' },
+  },
+  async run({ options, config, io }) {
+    const list = options.list as (typeof LISTS)[number]
+    const format = options.format as 'csv' | 'ndjson'
+    const path = typeof options.output === 'string' && options.output !== '' ? options.output : null
+    // Opened before the database: a bad path fails at once, and a failed export leaves no file.
+    const output = path ? await openOutput(path) : null
+    const out = output ? output.stream : (io.stdout as unknown as import('node:stream').Writable)
+    try {
+      const count = await withDatabase(config, (handle) =>
+        exportLeads(handle.db, {
+          lists: list === 'all' ? ['demo', 'newsletter'] : [list],
+          format,
+          out,
+          progress: io.stderr.isTTY ? (io.stderr as unknown as import('node:stream').Writable) : null,
+        }),
+      )
+      if (output) {
+        await output.commit()
+        io.stderr.write(`wrote ${count} leads to ${path}\n`)
+      }
+      return 0
+    } catch (error) {
+      if (!output) throw error
+      await output.abort()
+      throw output.stream.errored ? cannotWrite(path!, output.stream.errored) : error
     }
-    return 0
   },
 }
 
 export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands]
 
-function help(io: Io): void {
-  io.stdout.write('usage: server.ts <command> [options]\n\ncommands:\n')
-  for (const command of commands) io.stdout.write(`  ${command.usage.padEnd(72)} ${command.summary}\n`)
-  io.stdout.write('\nConfiguration comes from environment variables; see README.md.\n')
+function listing(heading: string, group: readonly Command[], hint: string): string {
+  const width = Math.max(...group.map((c) => c.name.length))
+  const lines = [heading, '', 'commands:', ...group.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`), '', hint]
+  return lines.join('\n') + '\n'
 }
 
-export async function runCli(argv: readonly string[], env: Record<string, string | undefined>, io: Io = process): Promise<number> {
-  if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
-    help(io)
-    return argv.length === 0 ? 2 : 0
-  }
-  // Longest command name first: "key create" before "key".
+function topHelp(): string {
+  return listing(
+    `usage: ${PROGRAM} <command> [options]`,
+    commands,
+    `Run '${PROGRAM} <command> --help' for a command's options.\nConfiguration comes from environment variables; see README.md.`,
+  )
+}
+
+function groupHelp(word: string, group: readonly Command[]): string {
+  return listing(`usage: ${PROGRAM} ${word} <command> [options]`, group, `Run '${PROGRAM} ${word} <command> --help' for a command's options.`)
+}
+
+/** The command named by the first words of argv: the longest name wins ("key create" before "key"). */
+function findCommand(argv: readonly string[]): Command | null {
   const byLength = [...commands].sort((a, b) => b.name.split(' ').length - a.name.split(' ').length)
-  const command = byLength.find((c) => c.name.split(' ').every((word, i) => argv[i] === word))
-  if (!command) {
-    io.stderr.write(`unknown command: ${argv.join(' ')}\n`)
-    help(io)
+  return byLength.find((c) => c.name.split(' ').every((word, i) => argv[i] === word)) ?? null
+}
+
+/** No command matched: a group name alone lists its commands; anything else is unknown. */
+function answerWithoutCommand(argv: readonly string[], io: Io): number {
+  const group = commands.filter((c) => c.name.split(' ')[0] === argv[0])
+  if (group.length > 0) {
+    if (argv.length === 2 && (argv[1] === '--help' || argv[1] === '-h')) {
+      io.stdout.write(groupHelp(argv[0]!, group))
+      return 0
+    }
+    if (argv.length > 1) io.stderr.write(`usage error: unknown command '${argv.slice(0, 2).join(' ')}'\n`)
+    io.stderr.write(groupHelp(argv[0]!, group))
     return 2
   }
-  try {
-    const config = loadConfig(env)
-    return await command.run(parseArgs(argv.slice(command.name.split(' ').length)), config, io)
-  } catch (error) {
-    if (error instanceof ConfigError || error instanceof UsageError) {
-      io.stderr.write(`${error instanceof UsageError ? 'usage' : 'configuration'} error: ${error.message}\n`)
-      if (error instanceof UsageError) io.stderr.write(`usage: server.ts ${command.usage}\n`)
-      return 2
-    }
-    const e = error as Error & { code?: string }
-    io.stderr.write(`${command.name} failed: ${e.message}${e.code ? ` (${e.code})` : ''}\n`)
-    return 1
+  io.stderr.write(`usage error: unknown command '${argv[0]}'\n`)
+  io.stderr.write(topHelp())
+  return 2
+}
+
+/** `help`, `help key`, `help key create`. */
+function answerHelp(words: readonly string[], io: Io): number {
+  if (words.length === 0) {
+    io.stdout.write(topHelp())
+    return 0
   }
+  const command = findCommand(words)
+  if (command) {
+    io.stdout.write(commandHelp(PROGRAM, command))
+    return 0
+  }
+  return answerWithoutCommand(words.length === 1 ? [words[0]!, '--help'] : words, io)
+}
+
+export async function runCli(argv: readonly string[], env: Env, io: Io = process): Promise<number> {
+  if (argv.length === 0) {
+    io.stderr.write(topHelp())
+    return 2
+  }
+  if (argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') return answerHelp(argv.slice(1), io)
+  const command = findCommand(argv)
+  if (!command) return answerWithoutCommand(argv, io)
+  const rest = argv.slice(command.name.split(' ').length)
+  if (wantsHelp(rest)) {
+    io.stdout.write(commandHelp(PROGRAM, command))
+    return 0
+  }
+  try {
+    const options = parseOptions(command, rest)
+    const config = loadConfig(env)
+    return await command.run({ options, config, io, env })
+  } catch (error) {
+    return report(command, error, io)
+  }
+}
+
+/** One line for every failure: the operator sees what went wrong, never a stack trace. */
+function report(command: Command, error: unknown, io: Io): number {
+  if (error instanceof UsageError) {
+    io.stderr.write(`usage error: ${error.message}\nusage: ${usageLine(PROGRAM, command)}\nRun '${PROGRAM} ${command.name} --help' for the options.\n`)
+    return 2
+  }
+  if (error instanceof ConfigError) {
+    io.stderr.write(`configuration error: ${error.message}\n`)
+    return 2
+  }
+  if (error instanceof CommandFailed) {
+    io.stderr.write(`${command.name} failed: ${error.message}\n`)
+    return error.exitCode
+  }
+  const e = error as Error & { code?: string }
+  io.stderr.write(`${command.name} failed: ${e.message}${e.code ? ` (${e.code})` : ''}\n`)
+  return 1
 }

@@ -1,74 +1,69 @@
-// Operator commands of the product API (PRODUCT.md "Provisioning"): a human creates an
+// Operator commands of the product API: a human creates an
 // organization with its first Owner, adds users, and creates, rotates, revokes and lists keys.
 //
 // Passwords never need to be argv (visible in `ps` and shell history): they come from the
-// STEWARD_PASSWORD environment variable, or from standard input (prompted on a terminal).
+// STEWARD_PASSWORD environment variable, or from standard input (prompted on a terminal, without echo).
 // --owner-password / --password exist for throwaway setups and print a warning.
-import { createInterface } from 'node:readline'
 import type { DatabaseHandle } from '../storage/connect.ts'
 import { notifyCredentialChange } from '../storage/revocations.ts'
-import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey } from '../storage/keys.ts'
+import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
 import { hashPassword } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
-import { createUserUnlessExists, findUserByEmail, setMembership } from '../storage/users.ts'
+import { addOrChangeMembership, createUserUnlessExists, findUserByEmail, findUserEmails, setMembership } from '../storage/users.ts'
 import { ROLES, UUID } from '../routes/access.ts'
 import { isValidEmail } from '../routes/email.ts'
-import { stringFlag, UsageError, type Command, type Io, type ParsedArgs } from './command.ts'
+import { CommandFailed, UsageError, type Command, type CommandContext, type Options, type OptionSpec } from './command.ts'
 import { withDatabase } from './database.ts'
+import { readPasswordInput } from './prompt.ts'
 
 const MIN_PASSWORD = 12
 
-function uuidFlag(args: ParsedArgs, name: string): string {
-  const value = stringFlag(args, name)
+const ORG: OptionSpec = { type: 'string', value: 'ID', description: "the organization's id, as org create prints it", required: true }
+const ROLE: OptionSpec = { type: 'string', value: 'ROLE', description: 'the role granted', required: true, choices: ROLES }
+const KEY: OptionSpec = { type: 'string', value: 'ID', description: "the key's id, as key list shows it", required: true }
+const PASSWORD_NOTE = 'The password comes from the STEWARD_PASSWORD environment variable, or from standard input\n(the first line of a pipe; a terminal prompts for it twice, without echo). Never put it in argv.'
+
+function text(options: Options, name: string): string {
+  const value = options[name]
+  return typeof value === 'string' ? value : ''
+}
+
+function uuidOption(options: Options, name: string): string {
+  const value = text(options, name)
   if (!UUID.test(value)) throw new UsageError(`--${name} must be a UUID`)
   return value.toLowerCase()
 }
 
-function roleFlag(args: ParsedArgs): Role {
-  const role = stringFlag(args, 'role') as Role
-  if (!(ROLES as readonly Role[]).includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`)
-  return role
-}
-
-function emailFlag(args: ParsedArgs, name: string): string {
-  const email = stringFlag(args, name).trim()
+function emailOption(options: Options, name: string): string {
+  const email = text(options, name).trim()
   if (!isValidEmail(email)) throw new UsageError(`--${name} must be an email address`)
   return email
 }
 
-async function readLine(io: Io, prompt: string): Promise<string> {
-  const stdin = process.stdin
-  if (stdin.isTTY) io.stderr.write(prompt)
-  const lines = createInterface({ input: stdin, terminal: false })
-  try {
-    for await (const line of lines) return line
-    return ''
-  } finally {
-    lines.close()
-  }
-}
-
 /** The password from the flag (warned), STEWARD_PASSWORD, or standard input, in that order. */
-async function readPassword(args: ParsedArgs, flag: string, io: Io): Promise<string> {
-  let password: string
-  const given = args.flags[flag]
+async function readPassword({ options, env, io }: CommandContext, flag: string): Promise<string> {
+  let password: string | null
+  const given = options[flag]
   if (typeof given === 'string') {
     io.stderr.write(`warning: --${flag} is visible to other local users (ps, shell history); prefer STEWARD_PASSWORD or stdin\n`)
     password = given
-  } else if (process.env.STEWARD_PASSWORD) {
+  } else if (env.STEWARD_PASSWORD) {
     // The operator command line is the process edge: this secret is deliberately not configuration.
-    password = process.env.STEWARD_PASSWORD
+    password = env.STEWARD_PASSWORD
   } else {
-    password = await readLine(io, 'password: ')
+    password = await readPasswordInput(io.stdin ?? null, io.stderr)
+  }
+  if (!password) {
+    throw new UsageError('no password was given: set STEWARD_PASSWORD, or write the password on standard input (a terminal prompts for it)')
   }
   if (password.length < MIN_PASSWORD) throw new UsageError(`the password must have at least ${MIN_PASSWORD} characters`)
   if (password.length > 1024) throw new UsageError('the password is longer than 1024 characters')
   return password
 }
 
-function daysFlag(args: ParsedArgs, now: number): Date | null {
-  const raw = args.flags['expires-in-days']
+function expiryOption(options: Options, now: number): Date | null {
+  const raw = options['expires-in-days']
   if (raw === undefined) return null
   if (typeof raw !== 'string' || !/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 3650) throw new UsageError('--expires-in-days must be a whole number from 1 to 3650')
   return new Date(now + Number(raw) * 86_400_000)
@@ -76,13 +71,19 @@ function daysFlag(args: ParsedArgs, now: number): Date | null {
 
 const orgCreate: Command = {
   name: 'org create',
-  usage: 'org create --name NAME --owner-email EMAIL   (password: STEWARD_PASSWORD or stdin)',
   summary: 'create an organization and its first Owner; prints the organization id',
-  async run(args, config, io) {
-    const name = stringFlag(args, 'name').trim()
+  options: {
+    name: { type: 'string', value: 'NAME', description: "the organization's name (1 to 200 characters)", required: true },
+    'owner-email': { type: 'string', value: 'EMAIL', description: "the first Owner's email; an existing account keeps its password", required: true },
+    'owner-password': { type: 'string', value: 'PASSWORD', description: 'the Owner password (visible to other local users: for throwaway setups only)' },
+  },
+  notes: PASSWORD_NOTE,
+  async run(context) {
+    const { options, config, io } = context
+    const name = text(options, 'name').trim()
     if (name === '' || name.length > 200) throw new UsageError('--name must have 1 to 200 characters')
-    const email = emailFlag(args, 'owner-email')
-    const password = await readPassword(args, 'owner-password', io)
+    const email = emailOption(options, 'owner-email')
+    const password = await readPassword(context, 'owner-password')
     const hash = await hashPassword(password, config.passwordHashCost)
     return withDatabase(config, async ({ db }) => {
       const now = new Date()
@@ -102,21 +103,33 @@ const orgCreate: Command = {
 
 const userAdd: Command = {
   name: 'user add',
-  usage: 'user add --org ID --email EMAIL --role ROLE   (new users: password from STEWARD_PASSWORD or stdin)',
-  summary: 'add a user to an organization (or change their role)',
-  async run(args, config, io) {
-    const orgId = uuidFlag(args, 'org')
-    const email = emailFlag(args, 'email')
-    const role = roleFlag(args)
+  summary: 'add a user to an organization, or change their role there',
+  options: {
+    org: ORG,
+    email: { type: 'string', value: 'EMAIL', description: "the user's email; a new account is created when it has none", required: true },
+    role: ROLE,
+    password: { type: 'string', value: 'PASSWORD', description: 'a new account\'s password (visible to other local users: for throwaway setups only)' },
+  },
+  notes: `${PASSWORD_NOTE}\nAn existing account keeps its password. The organization always keeps at least one Owner.`,
+  async run(context) {
+    const { options, config, io } = context
+    const orgId = uuidOption(options, 'org')
+    const email = emailOption(options, 'email')
+    const role = options.role as Role
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const now = new Date()
       let user = await findUserByEmail(db, email)
       if (!user) {
-        const password = await readPassword(args, 'password', io)
+        const password = await readPassword(context, 'password')
         user = (await createUserUnlessExists(db, email, await hashPassword(password, config.passwordHashCost), now)).user
       }
-      await setMembership(db, user.id, orgId, role, now)
+      // The rule the API keeps, checked by storage in the same transaction as the change.
+      const outcome = await addOrChangeMembership(db, orgId, user.id, role, now)
+      if (outcome === 'last-owner') {
+        throw new CommandFailed(`${email} is the only Owner of ${orgId}; make another member Owner first (user add --role owner)`)
+      }
+      if (outcome === 'missing') throw new CommandFailed(`the membership of ${email} changed meanwhile; run the command again`)
       // A changed role also caps the keys this user created: servers drop cached lookups at once.
       await notifyRevocation(db, user.id)
       io.stdout.write(`${email} is ${role} of ${orgId}\n`)
@@ -127,13 +140,19 @@ const userAdd: Command = {
 
 const keyCreate: Command = {
   name: 'key create',
-  usage: 'key create --org ID --role ROLE [--name NAME] [--expires-in-days D]',
   summary: 'create an API key; prints the secret once (stdout)',
-  async run(args, config, io) {
-    const orgId = uuidFlag(args, 'org')
-    const role = roleFlag(args)
-    const name = stringFlag(args, 'name', 'API key').trim()
-    const expiresAt = daysFlag(args, Date.now())
+  options: {
+    org: ORG,
+    role: ROLE,
+    name: { type: 'string', value: 'NAME', description: 'a label shown in listings', default: 'API key' },
+    'expires-in-days': { type: 'string', value: 'DAYS', description: 'stop the key after DAYS days (1 to 3650; default: never)' },
+  },
+  async run({ options, config, io }) {
+    const orgId = uuidOption(options, 'org')
+    const role = options.role as Role
+    const name = text(options, 'name').trim()
+    if (name === '' || name.length > 200) throw new UsageError('--name must have 1 to 200 characters')
+    const expiresAt = expiryOption(options, Date.now())
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const { key, secret } = await createApiKey(db, { organizationId: orgId, name, role, createdByUserId: null, createdByKeyId: null, expiresAt }, new Date())
@@ -146,15 +165,16 @@ const keyCreate: Command = {
 
 const keyRotate: Command = {
   name: 'key rotate',
-  usage: 'key rotate --key ID [--grace-seconds S]',
   summary: 'replace a key; the old one stops at once (or after the grace); prints the new secret once',
-  async run(args, config, io) {
-    const keyId = uuidFlag(args, 'key')
-    const rawGrace = args.flags['grace-seconds']
-    if (rawGrace !== undefined && (typeof rawGrace !== 'string' || !/^\d+$/.test(rawGrace) || Number(rawGrace) > 604_800)) {
-      throw new UsageError('--grace-seconds must be a whole number up to 604800')
-    }
-    const grace = rawGrace === undefined ? 0 : Number(rawGrace)
+  options: {
+    key: KEY,
+    'grace-seconds': { type: 'string', value: 'SECONDS', description: 'keep the old key working SECONDS more, up to 604800', default: '0' },
+  },
+  async run({ options, config, io }) {
+    const keyId = uuidOption(options, 'key')
+    const rawGrace = text(options, 'grace-seconds')
+    if (!/^\d+$/.test(rawGrace) || Number(rawGrace) > 604_800) throw new UsageError('--grace-seconds must be a whole number up to 604800')
+    const grace = Number(rawGrace)
     return withDatabase(config, async ({ db }) => {
       const old = await findApiKeyById(db, keyId)
       if (!old || old.revoked_at) throw new UsageError(`no active key ${keyId}`)
@@ -172,10 +192,10 @@ const keyRotate: Command = {
 
 const keyRevoke: Command = {
   name: 'key revoke',
-  usage: 'key revoke --key ID',
   summary: 'revoke a key and every token minted from it',
-  async run(args, config, io) {
-    const keyId = uuidFlag(args, 'key')
+  options: { key: KEY },
+  async run({ options, config, io }) {
+    const keyId = uuidOption(options, 'key')
     return withDatabase(config, async ({ db }) => {
       const key = await findApiKeyById(db, keyId)
       if (!key) throw new UsageError(`no key ${keyId}`)
@@ -190,21 +210,80 @@ const keyRevoke: Command = {
 
 const keyList: Command = {
   name: 'key list',
-  usage: 'key list --org ID',
-  summary: "list an organization's keys (never their secrets)",
-  async run(args, config, io) {
-    const orgId = uuidFlag(args, 'org')
+  summary: "list an organization's keys: role, creator, expiry, last use, state (never their secrets)",
+  options: {
+    org: ORG,
+    format: { type: 'string', value: 'FORMAT', description: 'aligned columns for people, or a JSON array for scripts', choices: ['table', 'json'], default: 'table' },
+  },
+  notes: 'State is active, rotating (stops AT) for a replaced key in its grace, expired, or revoked.\nCreator is the email of the user who made the key, key:ID for a key, or operator.',
+  async run({ options, config, io }) {
+    const orgId = uuidOption(options, 'org')
     return withDatabase(config, async ({ db }) => {
+      if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const keys = await listApiKeys(db, orgId)
-      io.stdout.write('key_id\tprefix\trole\tname\tstate\n')
-      const now = Date.now()
-      for (const key of keys) {
-        const state = key.revoked_at ? 'revoked' : key.expires_at && key.expires_at.getTime() <= now ? 'expired' : 'active'
-        io.stdout.write(`${key.key_id}\t${key.prefix}\t${key.role}\t${key.name.replace(/[\t\n\r]/g, ' ')}\t${state}\n`)
-      }
+      const emails = await findUserEmails(db, keys.flatMap((key) => (key.created_by.startsWith('user:') ? [key.created_by.slice(5)] : [])))
+      const rows = keys.map((key) => keyRow(key, emails, Date.now()))
+      io.stdout.write(options.format === 'json' ? `${JSON.stringify(rows, null, 2)}\n` : table(rows))
       return 0
     })
   },
+}
+
+interface KeyRow {
+  key_id: string
+  prefix: string
+  role: Role
+  name: string
+  /** "operator", "key:<id>", or the creating user's email ("user:<id>" once the account is gone). */
+  creator: string
+  created_at: string
+  expires_at: string | null
+  last_used_at: string | null
+  /** "active", "rotating", "expired" or "revoked". */
+  state: string
+  /** When a rotating key stops working. */
+  stops_at: string | null
+  replaced_by: string | null
+}
+
+function keyRow(key: ApiKeyRecord, emails: ReadonlyMap<string, string>, now: number): KeyRow {
+  const creator = key.created_by.startsWith('user:') ? (emails.get(key.created_by.slice(5)) ?? key.created_by) : key.created_by
+  const expired = key.expires_at !== null && key.expires_at.getTime() <= now
+  // A key rotated with a grace keeps working until its expiry, which the rotation shortened.
+  const rotating = key.replaced_by !== null && !key.revoked_at && !expired
+  return {
+    key_id: key.key_id,
+    prefix: key.prefix,
+    role: key.role,
+    name: key.name,
+    creator,
+    created_at: key.created_at.toISOString(),
+    expires_at: key.expires_at?.toISOString() ?? null,
+    last_used_at: key.last_used_at?.toISOString() ?? null,
+    state: key.revoked_at ? 'revoked' : expired ? 'expired' : rotating ? 'rotating' : 'active',
+    stops_at: rotating ? (key.expires_at?.toISOString() ?? null) : null,
+    replaced_by: key.replaced_by,
+  }
+}
+
+/** Aligned columns; a name cannot break the layout (control characters become spaces). */
+function table(rows: readonly KeyRow[]): string {
+  const when = (iso: string | null, none: string) => (iso ? iso.replace(/\.\d{3}Z$/, 'Z') : none)
+  const cells = [
+    ['key_id', 'prefix', 'role', 'name', 'creator', 'expires', 'last_used', 'state'],
+    ...rows.map((row) => [
+      row.key_id,
+      row.prefix,
+      row.role,
+      row.name.replace(/[\u0000-\u001f\u007f]/g, ' '),
+      row.creator,
+      when(row.expires_at, 'never'),
+      when(row.last_used_at, 'never'),
+      row.state === 'rotating' ? `rotating (stops ${when(row.stops_at, '?')})` : row.state,
+    ]),
+  ]
+  const widths = cells[0]!.map((_, column) => Math.max(...cells.map((line) => line[column]!.length)))
+  return cells.map((line) => line.map((cell, column) => (column === line.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n') + '\n'
 }
 
 /** Tells servers on PostgreSQL to forget cached lookups of a key, or of a user's sessions and keys. */

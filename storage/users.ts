@@ -107,26 +107,63 @@ export async function changeMembership(
   userId: string,
   role: Role | null,
 ): Promise<'changed' | 'missing' | 'last-owner'> {
+  return db.transaction().execute((trx) => changeMembershipIn(trx, organizationId, userId, role))
+}
+
+/**
+ * Adds the user to the organization with the role, or changes the role they have there, under
+ * the same rule as changeMembership (an organization always keeps an Owner), in one transaction.
+ */
+export async function addOrChangeMembership(
+  db: Kysely<Database>,
+  organizationId: string,
+  userId: string,
+  role: Role,
+  now: Date,
+): Promise<'added' | 'changed' | 'missing' | 'last-owner'> {
   return db.transaction().execute(async (trx) => {
-    // Lock the organization's owner rows so two concurrent demotions cannot both pass the check.
-    const owners = await trx
-      .selectFrom('memberships')
-      .select('user_id')
-      .where('organization_id', '=', organizationId)
-      .where('role', '=', 'owner')
-      .forUpdate()
-      .execute()
-    const current = await trx
-      .selectFrom('memberships')
-      .select('role')
-      .where('organization_id', '=', organizationId)
-      .where('user_id', '=', userId)
-      .forUpdate()
+    const inserted = await trx
+      .insertInto('memberships')
+      .values({ user_id: userId, organization_id: organizationId, role, created_at: now })
+      .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doNothing())
+      .returning('user_id')
       .executeTakeFirst()
-    if (!current) return 'missing'
-    if (current.role === 'owner' && role !== 'owner' && owners.length <= 1) return 'last-owner'
-    if (role === null) await trx.deleteFrom('memberships').where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
-    else await trx.updateTable('memberships').set({ role }).where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
-    return 'changed'
+    return inserted ? 'added' : changeMembershipIn(trx, organizationId, userId, role)
   })
+}
+
+/** Runs inside the caller's transaction, so the Owner count it checks cannot change before the write. */
+async function changeMembershipIn(
+  trx: Kysely<Database>,
+  organizationId: string,
+  userId: string,
+  role: Role | null,
+): Promise<'changed' | 'missing' | 'last-owner'> {
+  // Lock the organization's owner rows so two concurrent demotions cannot both pass the check.
+  const owners = await trx
+    .selectFrom('memberships')
+    .select('user_id')
+    .where('organization_id', '=', organizationId)
+    .where('role', '=', 'owner')
+    .forUpdate()
+    .execute()
+  const current = await trx
+    .selectFrom('memberships')
+    .select('role')
+    .where('organization_id', '=', organizationId)
+    .where('user_id', '=', userId)
+    .forUpdate()
+    .executeTakeFirst()
+  if (!current) return 'missing'
+  if (current.role === 'owner' && role !== 'owner' && owners.length <= 1) return 'last-owner'
+  if (role === null) await trx.deleteFrom('memberships').where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+  else await trx.updateTable('memberships').set({ role }).where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+  return 'changed'
+}
+
+/** The emails of these users (those that still exist), by id. */
+export async function findUserEmails(db: Kysely<Database>, userIds: readonly string[]): Promise<Map<string, string>> {
+  if (userIds.length === 0) return new Map()
+  const rows = await db.selectFrom('users').select(['id', 'email']).where('id', 'in', [...userIds]).execute()
+  return new Map(rows.map((row) => [row.id, row.email]))
 }

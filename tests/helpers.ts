@@ -20,7 +20,7 @@ export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || null
 export const DATABASE_KIND = TEST_DATABASE_URL ? 'postgres' : 'pglite'
 
 /** A migrated PGlite data directory, dumped once per migration set and shared by all test files. */
-async function pgliteTemplate(): Promise<Blob> {
+export async function pgliteTemplate(): Promise<Blob> {
   const key = createHash('sha256').update(Object.keys(migrations).join('\n')).digest('hex').slice(0, 16)
   const file = join(tmpdir(), `steward-pglite-template-${key}.tar.gz`)
   if (existsSync(file)) return new Blob([readFileSync(file)])

@@ -44,8 +44,9 @@ t.test('org create, key create, key list, user add, key rotate, key revoke', asy
   t.match(secret, /^stw_key_[a-z2-7]{39}$/)
   t.notMatch(key.err, /stw_key_/, 'the secret goes to stdout only')
 
-  const list = await run(['key', 'list', '--org', orgId])
-  t.match(list.out, new RegExp(`\\t${secret.slice(0, 14)}\\tadmin\\tbootstrap\\tactive`))
+  const list = await run(['key', 'list', '--org', orgId, '--format', 'json'])
+  const listed = JSON.parse(list.out) as Array<{ key_id: string; prefix: string; role: string; name: string; state: string }>
+  t.match(listed, [{ prefix: secret.slice(0, 14), role: 'admin', name: 'bootstrap', state: 'active' }])
   t.notOk(list.out.includes(secret))
 
   const user = await run(['user', 'add', '--org', orgId, '--email', 'dev@acme.example', '--role', 'viewer'], { STEWARD_PASSWORD: 'another long password' })
@@ -73,13 +74,13 @@ t.test('org create, key create, key list, user add, key rotate, key revoke', asy
   await app.close()
   await handle.close()
 
-  const keyId = list.out.split('\n')[1]!.split('\t')[0]!
+  const keyId = listed[0]!.key_id
   const rotated = await run(['key', 'rotate', '--key', keyId])
   t.equal(rotated.code, 0, rotated.err)
   t.match(rotated.out.trim(), /^stw_key_/)
   const revoked = await run(['key', 'revoke', '--key', keyId])
   t.equal(revoked.out, `${keyId} was already revoked\n`)
   const after = await run(['key', 'list', '--org', orgId])
-  t.match(after.out, /\trevoked\n/)
-  t.match(after.out, /\tactive\n/)
+  t.match(after.out, /  revoked\n/)
+  t.match(after.out, /  active\n/)
 })
