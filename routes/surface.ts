@@ -164,9 +164,20 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       return reply
     })
   }
-  router.all('*', (request: IRequest, ctx: RequestContext) =>
-    errorReply(fallback, new HttpError(404, `No resource at ${pathOf(request.url)}`), ctx),
-  )
+  // An unknown path answers in the format of the surface that owns its first segment (a client of
+  // the product API gets a product error for `/keys//rotate`), else in the fallback's.
+  const surfaceBySegment = new Map<string, Surface>()
+  for (const [path, surface] of surfaceByPath) {
+    const segment = firstSegment(path)
+    if (!segment.startsWith(':') && !surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
+  }
+  router.all('*', (request: IRequest, ctx: RequestContext) => {
+    const path = pathOf(request.url)
+    const surface = surfaceBySegment.get(firstSegment(path)) ?? fallback
+    const reply = errorReply(surface, new HttpError(404, `No resource at ${path}`), ctx)
+    if (surface.headers) setHeaders(reply, surface.headers)
+    return reply
+  })
 
   const counters: HandlerCounters = { clientAborts: 0 }
   return {
@@ -240,6 +251,11 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
       return reply
     }
   }
+}
+
+function firstSegment(path: string): string {
+  const end = path.indexOf('/', 1)
+  return end < 0 ? path.slice(1) : path.slice(1, end)
 }
 
 /**

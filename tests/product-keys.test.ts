@@ -217,3 +217,12 @@ t.test('errors and authorization', async (t) => {
     await untouched.body?.cancel()
   })
 })
+
+t.test('an unknown path under a product resource answers 404 in the product error format', async (t) => {
+  for (const path of ['/keys//rotate', '/policies/x/y/z', '/invitations/a/b']) {
+    const res = await app.call('POST', path, { token: vars.ADMIN_KEY_A, json: {} })
+    t.equal(res.status, 404, path)
+    t.equal(res.headers.get('cache-control'), 'no-store', path)
+    t.same(await jsonOf(res), { status: 'Not Found', error: `No resource at ${path}` }, path)
+  }
+})
