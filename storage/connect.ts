@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import type { Logger } from '../routes/deps.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
+import { migrations } from './migrations/index.ts'
 import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'
 import type { Database } from './schema.ts'
 
@@ -68,7 +69,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
   if (url === 'memory://' || url === 'memory:') return fromPglite(await PGlite.create({ startParams }))
   mkdirSync(options.dataDir, { recursive: true })
   const isNew = prepareNewDataDir(options.dataDir)
-  if (isNew) await createFromTemplate(options.dataDir, startParams)
+  if (isNew) await createFromTemplate(options.dataDir, startParams, Object.keys(migrations))
   const pglite = await PGlite.create({ dataDir: options.dataDir, startParams })
   if (isNew) finishNewDataDir(options.dataDir)
   return fromPglite(pglite)

@@ -36,11 +36,32 @@ export function templateDir(startParams: readonly string[]): string {
 }
 
 /**
- * Fills an empty `dataDir` with a new database: a copy of the cached template, made first if
- * missing (in a worker thread). When the cache cannot be written (a read-only install), initdb
- * runs straight into `dataDir`.
+ * The template with every migration applied, made by `npm install` (storage/build-template.ts).
+ * Keyed also by the migration names, so a checkout with a new migration never copies a schema
+ * that lacks it: it falls back to the initdb template and migrates as usual.
  */
-export async function createFromTemplate(dataDir: string, startParams: readonly string[]): Promise<void> {
+export function migratedTemplateDir(startParams: readonly string[], migrationNames: readonly string[]): string {
+  const key = createHash('sha256').update(JSON.stringify([pgliteVersion(), startParams, INITDB_PARAMS, migrationNames])).digest('hex').slice(0, 16)
+  return join(CACHE_DIR, `pglite-migrated-${key}`)
+}
+
+/**
+ * Fills an empty `dataDir` with a new database: a copy of the migrated template when the install
+ * made one for these migrations (then nothing is left to migrate), else a copy of the initdb
+ * template, made first if missing (in a worker thread). When the cache cannot be written (a
+ * read-only install), initdb runs straight into `dataDir`.
+ */
+export async function createFromTemplate(dataDir: string, startParams: readonly string[], migrationNames: readonly string[] = []): Promise<void> {
+  const migrated = migratedTemplateDir(startParams, migrationNames)
+  if (existsSync(join(migrated, 'PG_VERSION'))) {
+    cpSync(migrated, dataDir, { recursive: true })
+    return
+  }
+  await copyInitdbTemplate(dataDir, startParams)
+}
+
+/** Copies (making it first if missing) the plain initdb template into `dataDir`. */
+export async function copyInitdbTemplate(dataDir: string, startParams: readonly string[]): Promise<void> {
   const template = templateDir(startParams)
   if (!existsSync(join(template, 'PG_VERSION'))) {
     const partial = `${template}.${process.pid}.${randomBytes(4).toString('hex')}`

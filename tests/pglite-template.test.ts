@@ -1,0 +1,39 @@
+// A new embedded data directory is a copy of the template made at install time, with every
+// migration applied; a checkout whose migrations differ from the template's falls back to the
+// initdb template and migrates as usual.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { sql } from 'kysely'
+import t from 'tap'
+import { silentLogger } from '../routes/deps.ts'
+import { buildMigratedTemplate } from '../storage/build-template.ts'
+import { openDatabase, pgliteStartParams } from '../storage/connect.ts'
+import { migrateToLatest } from '../storage/migrate.ts'
+import { migrations } from '../storage/migrations/index.ts'
+import { createFromTemplate } from '../storage/pglite-template.ts'
+
+const root = mkdtempSync(join(tmpdir(), 'steward-template-'))
+t.teardown(() => rmSync(root, { recursive: true, force: true }))
+
+t.test('a new data directory opens already migrated from the install-time template', async (t) => {
+  const template = await buildMigratedTemplate()
+  t.ok(existsSync(join(template, 'PG_VERSION')), 'the template exists')
+  const handle = await openDatabase({ databaseUrl: null, dataDir: join(root, 'a'), logger: silentLogger })
+  t.teardown(() => handle.close())
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(handle.db)
+  t.same(rows.map((row) => row.name), Object.keys(migrations).sort())
+  t.same(await migrateToLatest(handle.db), [], 'nothing is left to migrate')
+  t.notOk(existsSync(join(root, 'a', '.steward-initializing')), 'the directory is marked finished')
+})
+
+t.test('other migrations than the template was made for: the initdb template, then migrations', async (t) => {
+  const { PGlite } = await import('@electric-sql/pglite')
+  const startParams = pgliteStartParams(PGlite.defaultStartParams)
+  const dataDir = join(root, 'b')
+  await createFromTemplate(dataDir, startParams, [...Object.keys(migrations), '9999-12-31T00-not-shipped'])
+  const pglite = await PGlite.create({ dataDir, startParams })
+  t.teardown(() => pglite.close())
+  const { rows } = await pglite.query<{ n: number }>(`select count(*)::int as n from pg_tables where tablename = 'kysely_migration'`)
+  t.equal(rows[0]!.n, 0, 'no schema was copied')
+})
