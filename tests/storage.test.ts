@@ -146,7 +146,11 @@ t.test('a PGlite data directory keeps its leads across a close and reopen', asyn
   const open = () => openDatabase({ databaseUrl: null, dataDir, logger: silentLogger })
   const first = await open()
   t.equal(first.kind, 'pglite')
-  t.same(await migrateToLatest(first.db), ['2026-11-22T00-leads', ...(await laterMigrations())])
+  // A new directory is a copy of the install-time template (already migrated) or is migrated now:
+  // either way every migration is applied once.
+  await migrateToLatest(first.db)
+  const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(first.db)
+  t.same(applied.rows.map((row) => row.name), ['2026-11-22T00-leads', ...(await laterMigrations())])
   const email = uniqueEmail('kept')
   t.equal(await insertSubscriptionUnlessRegistered(first.db, subscription(email), AT), true)
   await first.close()
