@@ -6,6 +6,10 @@ import type { Config } from '../config.ts'
 export interface Io {
   readonly stdout: NodeJS.WritableStream & { isTTY?: boolean }
   readonly stderr: NodeJS.WritableStream & { isTTY?: boolean }
+  /** Where a password not given otherwise is read; the process's own when absent. A running server
+   * carrying out a command gives the operator's (see channel.ts). */
+  readonly stdin?: NodeJS.ReadableStream & { isTTY?: boolean }
+  readonly env?: Readonly<Record<string, string | undefined>>
 }
 
 export interface Command {

@@ -1,8 +1,10 @@
 // The operator command line behind server.ts: `start`, `migrate`, `leads export`, provisioning.
-import { ConfigError, loadConfig } from '../config.ts'
+import { ConfigError, loadConfig, type Config } from '../config.ts'
+import { forwardToRunningServer } from './channel.ts'
 import { parseArgs, stringFlag, UsageError, type Command, type Io } from './command.ts'
 import { withDatabase } from './database.ts'
 import { exportLeads, openOutput } from './export.ts'
+import { healthCommand } from './health.ts'
 import { provisionCommands } from './provision.ts'
 
 const start: Command = {
@@ -11,7 +13,12 @@ const start: Command = {
   summary: 'migrate the database and serve HTTP on HOST:PORT',
   async run(_args, config) {
     const { startServer } = await import('./start.ts')
-    const running = await startServer(config)
+    const running = await startServer(config).catch((error: unknown) => {
+      // startServer closed what it opened; whatever still holds the event loop must not keep a
+      // failed server alive (the timer itself does not).
+      setTimeout(() => process.exit(1), 1000).unref()
+      throw error
+    })
     await running.stopped
     return 0
   },
@@ -56,7 +63,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, healthCommand]
 
 function help(io: Io): void {
   io.stdout.write('usage: server.ts <command> [options]\n\ncommands:\n')
@@ -64,7 +71,8 @@ function help(io: Io): void {
   io.stdout.write('\nConfiguration comes from environment variables; see README.md.\n')
 }
 
-export async function runCli(argv: readonly string[], env: Record<string, string | undefined>, io: Io = process): Promise<number> {
+/** `config` is given by a running server carrying out a forwarded command (its own). */
+export async function runCli(argv: readonly string[], env: Record<string, string | undefined>, io: Io = process, given?: Config): Promise<number> {
   if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
     help(io)
     return argv.length === 0 ? 2 : 0
@@ -78,7 +86,9 @@ export async function runCli(argv: readonly string[], env: Record<string, string
     return 2
   }
   try {
-    const config = loadConfig(env)
+    const config = given ?? loadConfig(env)
+    const forwarded = await forwardToRunningServer(command.name, argv, config, io)
+    if (forwarded !== null) return forwarded
     return await command.run(parseArgs(argv.slice(command.name.split(' ').length)), config, io)
   } catch (error) {
     if (error instanceof ConfigError || error instanceof UsageError) {

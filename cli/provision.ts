@@ -38,7 +38,7 @@ function emailFlag(args: ParsedArgs, name: string): string {
 }
 
 async function readLine(io: Io, prompt: string): Promise<string> {
-  const stdin = process.stdin
+  const stdin = io.stdin ?? process.stdin
   if (stdin.isTTY) io.stderr.write(prompt)
   const lines = createInterface({ input: stdin, terminal: false })
   try {
@@ -56,9 +56,9 @@ async function readPassword(args: ParsedArgs, flag: string, io: Io): Promise<str
   if (typeof given === 'string') {
     io.stderr.write(`warning: --${flag} is visible to other local users (ps, shell history); prefer STEWARD_PASSWORD or stdin\n`)
     password = given
-  } else if (process.env.STEWARD_PASSWORD) {
+  } else if ((io.env ?? process.env).STEWARD_PASSWORD) {
     // The operator command line is the process edge: this secret is deliberately not configuration.
-    password = process.env.STEWARD_PASSWORD
+    password = (io.env ?? process.env).STEWARD_PASSWORD!
   } else {
     password = await readLine(io, 'password: ')
   }
