@@ -87,6 +87,10 @@ function runRemotely(path: string, argv: readonly string[], io: Io): Promise<num
           () => socket.write(JSON.stringify({ type: 'input', eof: true }) + '\n'),
         )
       } else if (message.type === 'exit' && typeof message.code === 'number') exitCode = message.code
+      else if (message.type === 'refused') {
+        io.stderr.write('the server holding DATA_DIR is starting or stopping and takes no commands now; try again in a moment\n')
+        exitCode = 1
+      }
     })
     socket.on('error', (error) => io.stderr.write(`the running server could not carry out the command: ${error.message}\n`))
     socket.on('close', () => {
@@ -136,8 +140,17 @@ async function carryOut(socket: Socket, request: Record<string, unknown>, config
   } catch {
     code = 1
   }
-  // Everything written so far is queued on the socket ahead of the exit line.
+  // What the command wrote may still wait in the streams (a slow reader): it goes before the exit line.
+  await Promise.all([flushed(io.stdout as Writable), flushed(io.stderr as Writable)])
   finish(code)
+}
+
+function flushed(writable: Writable): Promise<void> {
+  if (writable.destroyed) return Promise.resolve()
+  return new Promise<void>((done) => {
+    writable.once('close', () => done())
+    writable.end(() => done())
+  })
 }
 
 /** Writes reach the operator as they come; a write completes once the socket took it (backpressure). */

@@ -209,6 +209,7 @@ export async function lockDataDir(dataDir: string, role: HolderRole): Promise<Da
 }
 
 function lockHandle(server: Server, path: string, holder: Holder, setHandler: (handler: ConnectionHandler | null) => void): DataDirLock {
+  const bound = inode(path)
   let released: Promise<void> | null = null
   return {
     path,
@@ -216,16 +217,25 @@ function lockHandle(server: Server, path: string, holder: Holder, setHandler: (h
     setHandler,
     release() {
       released ??= new Promise<void>((done) => {
-        // close() removes the socket file on Node; Bun and Deno may leave it (then it is stale).
         server.close(() => done())
+        // Node's close() removes the file; other runtimes may leave it. Never remove a file
+        // that is no longer ours: the next holder may have bound the name already.
         try {
-          unlinkSync(path)
+          if (bound !== null && inode(path) === bound) unlinkSync(path)
         } catch {
           // Already gone.
         }
       })
       return released
     },
+  }
+}
+
+function inode(path: string): number | null {
+  try {
+    return lstatSync(path).ino
+  } catch {
+    return null
   }
 }
 
