@@ -122,9 +122,9 @@ t.test('two processes finding the same stale socket: exactly one takes the direc
   await after.release()
 })
 
-t.test('with PostgreSQL, commands open the database directly', async (t) => {
-  const url = process.env.TEST_DATABASE_URL
-  if (!url) return void t.skip('needs PostgreSQL: set TEST_DATABASE_URL')
+const postgresUrl = process.env.TEST_DATABASE_URL
+t.test('with PostgreSQL, commands open the database directly', { skip: postgresUrl ? false : 'needs PostgreSQL: set TEST_DATABASE_URL' }, async (t) => {
+  const url = postgresUrl!
   const scratch = await createScratchDatabase(url, 'steward_lock')
   t.teardown(() => scratch.drop())
   // A PGlite server holds DATA_DIR; a command configured for PostgreSQL never goes to it.

@@ -6,6 +6,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { createScratchDatabase } from '../bench/lib.ts'
 import { childEnv, freePort, runServerTs, spawnServerTs } from './process-support.ts'
 
 // Each first start of the embedded database takes seconds (more on a busy machine).
@@ -27,6 +28,21 @@ t.test('a busy port: start exits 1 naming the port, after closing the database a
   const migrate = await runServerTs(t, ['migrate'], childEnv(dataDir))
   t.equal(migrate.code, 0, migrate.stderr)
   t.equal(migrate.stdout, 'schema is up to date\n')
+})
+
+// On PostgreSQL a failed start also holds a pool, the shared rate-limit store and their timers.
+const postgresUrl = process.env.TEST_DATABASE_URL
+t.test('a busy port on PostgreSQL: start exits 1 naming the port', { skip: postgresUrl ? false : 'needs PostgreSQL: set TEST_DATABASE_URL' }, async (t) => {
+  const scratch = await createScratchDatabase(postgresUrl!, 'steward_start')
+  t.teardown(() => scratch.drop())
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', () => resolve()))
+  t.teardown(() => taken.close())
+  const port = (taken.address() as { port: number }).port
+  const result = await runServerTs(t, ['start'], childEnv(join(root, 'unused'), { PORT: String(port), DATABASE_URL: scratch.url }))
+  t.comment(`exited after ${result.ms} ms`)
+  t.same({ code: result.code, signal: result.signal }, { code: 1, signal: null }, 'the process ends by itself with 1')
+  t.equal(result.stderr, `start failed: port ${port} on 127.0.0.1 is already in use (set PORT to a free port, or stop what listens there)\n`)
 })
 
 t.test('an unusable DATA_DIR fails start and migrate at once, naming it', async (t) => {
