@@ -127,12 +127,18 @@ async function answerPassword(socket: Socket, stdin: Io['stdin'] | null, stderr:
 // ---------------------------------------------------------------------------------------------
 // The server side.
 
+/**
+ * Drops the server's cached credential lookups: of one key or user (an id), or all of them. A
+ * command changes the database beside the server's API, so nothing else would tell its cache.
+ */
+export type ForgetCredentials = (id?: string) => void
+
 /** Carries out forwarded commands with the same implementations, on the server's database. */
-export function commandChannel(config: Config, handle: DatabaseHandle): ConnectionHandler {
-  return (socket, first) => void carryOut(socket, first, config, handle)
+export function commandChannel(config: Config, handle: DatabaseHandle, forgetCredentials: ForgetCredentials): ConnectionHandler {
+  return (socket, first) => void carryOut(socket, first, config, handle, forgetCredentials)
 }
 
-async function carryOut(socket: Socket, request: Record<string, unknown>, config: Config, handle: DatabaseHandle): Promise<void> {
+async function carryOut(socket: Socket, request: Record<string, unknown>, config: Config, handle: DatabaseHandle, forgetCredentials: ForgetCredentials): Promise<void> {
   const send = (message: Record<string, unknown>, callback?: () => void): boolean => socket.write(JSON.stringify(message) + '\n', callback)
   const finish = (code: number) => {
     if (!socket.destroyed) socket.end(JSON.stringify({ type: 'exit', code }) + '\n')
@@ -158,9 +164,15 @@ async function carryOut(socket: Socket, request: Record<string, unknown>, config
   const { runCli } = await import('./main.ts')
   let code: number
   try {
-    code = await withLentDatabase(handle, () => runCli(argv as string[], env, io, config))
+    // Key and user commands name each changed credential as soon as it is committed, before they
+    // report success: a revoked key fails from the very next request, not when the cache ages out.
+    code = await withLentDatabase(handle, () => runCli(argv as string[], env, io, config, (id) => forgetCredentials(id)))
   } catch {
     code = 1
+  } finally {
+    // And whatever a command changed without naming it: forgetting every lookup costs one
+    // database read per credential in use, and no command can leave a stale entry behind.
+    forgetCredentials()
   }
   // What the command wrote may still wait in the streams (a slow reader): it goes before the exit line.
   await Promise.all([flushed(io.stdout as Writable), flushed(io.stderr as Writable)])

@@ -136,8 +136,11 @@ function answerHelp(words: readonly string[], io: Io): number {
   return answerWithoutCommand(words.length === 1 ? [words[0]!, '--help'] : words, io)
 }
 
-/** `given` is the configuration of a running server carrying out a forwarded command (its own). */
-export async function runCli(argv: readonly string[], env: Env, io: Io = process, given?: Config): Promise<number> {
+/**
+ * `given` and `credentialsChanged` come from a running server carrying out a forwarded command:
+ * its own configuration, and how it drops its cached credential lookups.
+ */
+export async function runCli(argv: readonly string[], env: Env, io: Io = process, given?: Config, credentialsChanged?: (id: string) => void): Promise<number> {
   if (argv.length === 0) {
     io.stderr.write(topHelp())
     return 2
@@ -155,7 +158,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io = process
     const config = given ?? loadConfig(env)
     const forwarded = await forwardToRunningServer(command.name, argv, config, io, env)
     if (forwarded !== null) return forwarded
-    return await command.run({ options, config, io, env })
+    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}) })
   } catch (error) {
     return report(command, error, io)
   }

@@ -35,7 +35,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
       throw error.code === 'EADDRINUSE' ? new Error(`port ${config.port} on ${config.host} is already in use (set PORT to a free port, or stop what listens there)`) : error
     })
     // Operator commands on this data directory are carried out here, on this database.
-    lock?.setHandler(commandChannel(config, handle))
+    lock?.setHandler(commandChannel(config, handle, (id) => app.forgetCredentials(id)))
     logger.log('info', 'listening', {
       runtime: server.runtime,
       url: `${config.tlsCertFile ? 'https' : 'http'}://${config.host}:${server.port}`,
