@@ -118,6 +118,61 @@ function fakeTerminal(): PassThrough & { isTTY: true; setRawMode(mode: boolean):
   return Object.assign(new PassThrough(), { isTTY: true as const, rawModes, setRawMode: (mode: boolean) => void rawModes.push(mode) })
 }
 
+async function status(url: string, secret: string): Promise<number> {
+  const response = await fetch(url, { headers: { authorization: `Bearer ${secret}` } })
+  await response.body?.cancel()
+  return response.status
+}
+
+t.test('credentials changed through the running server hold from its very next request', async (t) => {
+  const dir = join(root, 'revoke')
+  const env = childEnv(dir)
+  const server = await startServerProcess(t, env)
+  const carried = `carried out by the running server (pid ${server.pid})\n`
+  const org = await command(['org', 'create', '--name', 'Acme', '--owner-email', 'ops@acme.example'], { ...env, STEWARD_PASSWORD: PASSWORD })
+  t.equal(org.code, 0, org.stderr)
+  const orgId = org.stdout.trim()
+  const policies = `${server.url}/policies?organization_id=${orgId}`
+
+  const created = async (): Promise<{ id: string; secret: string }> => {
+    const key = await command(['key', 'create', '--org', orgId, '--role', 'admin'], env)
+    t.equal(key.code, 0, key.stderr)
+    return { id: /created key ([0-9a-f-]{36}) /.exec(key.stderr)![1]!, secret: key.stdout.trim() }
+  }
+
+  // Used once, the key sits in the server's credential cache; the revoke must reach that cache.
+  const revoked = await created()
+  t.equal(await status(policies, revoked.secret), 200, 'the new key works (and is now cached)')
+  t.equal(await status(policies, revoked.secret), 200)
+  const revoke = await command(['key', 'revoke', '--key', revoked.id], env)
+  t.equal(revoke.code, 0, revoke.stderr)
+  t.equal(revoke.stderr, carried)
+  t.equal(revoke.stdout, `revoked ${revoked.id}\n`)
+  t.equal(await status(policies, revoked.secret), 401, 'the revoked key fails on the very next request')
+
+  const rotated = await created()
+  t.equal(await status(policies, rotated.secret), 200)
+  const rotate = await command(['key', 'rotate', '--key', rotated.id], env)
+  t.equal(rotate.code, 0, rotate.stderr)
+  t.equal(await status(policies, rotated.secret), 401, 'a key rotated without grace fails on the very next request')
+  t.equal(await status(policies, rotate.stdout.trim()), 200, 'its replacement works')
+
+  // A demoted member's session loses the old role at once.
+  const admin = await command(['user', 'add', '--org', orgId, '--email', 'lead@acme.example', '--role', 'admin'], { ...env, STEWARD_PASSWORD: PASSWORD })
+  t.equal(admin.code, 0, admin.stderr)
+  const login = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'lead@acme.example', password: PASSWORD }) })
+  t.equal(login.status, 200)
+  const session = ((await login.json()) as { access_token: string }).access_token
+  const members = `${server.url}/members?organization_id=${orgId}`
+  t.equal(await status(members, session), 200, 'an admin lists the members (the session is now cached)')
+  const demote = await command(['user', 'add', '--org', orgId, '--email', 'lead@acme.example', '--role', 'viewer'], env)
+  t.equal(demote.code, 0, demote.stderr)
+  t.equal(await status(members, session), 403, 'demoted to viewer, the session is refused on the very next request')
+
+  server.child.kill('SIGTERM')
+  t.equal((await server.exited).code, 0)
+})
+
 t.test('a password asked for by the running server is read on the operator\'s terminal without echo', async (t) => {
   const dir = join(root, 'prompt')
   const env = childEnv(dir)
