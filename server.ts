@@ -24,6 +24,12 @@ export interface Steward extends FetchHandler {
   readonly leads: FetchHandler
   readonly product: FetchHandler
   readonly discovery: FetchHandler
+  /**
+   * Forgets cached credential lookups of a key, session family or user (all of them when no id is
+   * given), at once: a credential change made beside the API (an operator command this process
+   * carries out) then holds from the next request on.
+   */
+  forgetCredentials(id?: string): void
   /** Stops background work (timers, listeners) the surfaces started. Does not close the database. */
   close(): Promise<void>
 }
@@ -44,6 +50,7 @@ export function createHandler(config: Config, deps: Deps): Steward {
     leads: createFetch([leads], { config, deps, fallback: leads }),
     product: createFetch([product], { config, deps, fallback: product }),
     discovery: createFetch([discovery], { config, deps, fallback: discovery }),
+    forgetCredentials: (id) => product.forgetCredentials(id),
     async close() {
       await Promise.all(all.map((surface) => surface.close?.()))
     },

@@ -34,6 +34,12 @@ export interface CommandContext {
   readonly io: Io
   /** The process environment, for the few inputs that are deliberately not configuration (a password). */
   readonly env: Env
+  /**
+   * Told the id of a key or user whose credentials the command changed, once the change is
+   * committed. A running server carrying out the command drops its cached lookups of that id
+   * here, so a revocation holds from the very next request; absent when the command runs alone.
+   */
+  readonly credentialsChanged?: (id: string) => void
 }
 
 export interface Command {

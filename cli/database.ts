@@ -1,16 +1,106 @@
-// The database an operator command works on: the configured one, migrated, closed afterwards.
+// The database an operator command works on: the configured one, migrated, closed afterwards —
+// or, when a running server carries the command out, that server's open database.
+import { AsyncLocalStorage } from 'node:async_hooks'
 import type { Config } from '../config.ts'
-import { createJsonLogger } from '../routes/deps.ts'
+import { createJsonLogger, type Logger } from '../routes/deps.ts'
 import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
+import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'
+
+const lent = new AsyncLocalStorage<DatabaseHandle>()
+
+/** Runs `work` with every `withDatabase` inside it using `handle` (already open and migrated). */
+export function withLentDatabase<T>(handle: DatabaseHandle, work: () => Promise<T>): Promise<T> {
+  return lent.run(handle, work)
+}
+
+/** True inside `withLentDatabase`: the command is being carried out by a running server. */
+export function insideRunningServer(): boolean {
+  return lent.getStore() !== undefined
+}
 
 /** Opens the configured database, migrated, for one command; closes it afterwards. */
 export async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle, applied: string[]) => Promise<T>): Promise<T> {
-  const handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: createJsonLogger('warn') })
+  const handle = lent.getStore()
+  // The server migrated at start: nothing is left to apply.
+  if (handle) return await work(handle, [])
+  const opened = await openLockedDatabase(config, 'command', createJsonLogger('warn'))
   try {
-    const applied = await migrateToLatest(handle.db)
-    return await work(handle, applied)
+    return await work(opened.handle, opened.applied)
   } finally {
-    await handle.close()
+    await opened.close()
+  }
+}
+
+export interface LockedDatabase {
+  readonly handle: DatabaseHandle
+  readonly applied: string[]
+  /** Held for an embedded database under DATA_DIR; null on PostgreSQL and in memory. */
+  readonly lock: DataDirLock | null
+  close(): Promise<void>
+}
+
+/** True when the configuration puts the database in files under DATA_DIR (embedded PGlite). */
+export function usesDataDir(config: Config): boolean {
+  return config.databaseUrl === null
+}
+
+/**
+ * Locks DATA_DIR (embedded database), opens and migrates the database. A failure closes what
+ * was opened and says which setting to check.
+ */
+export async function openLockedDatabase(config: Config, role: HolderRole, logger: Logger): Promise<LockedDatabase> {
+  let lock: DataDirLock | null = null
+  if (usesDataDir(config)) {
+    prepareDataDir(config.dataDir)
+    lock = await lockDataDir(config.dataDir, role)
+  }
+  let handle: DatabaseHandle | null = null
+  try {
+    handle = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger })
+    const applied = await migrateToLatest(handle.db)
+    const opened = handle
+    return {
+      handle,
+      applied,
+      lock,
+      async close() {
+        await opened.close()
+        await lock?.release()
+      },
+    }
+  } catch (error) {
+    await handle?.close().catch(() => {})
+    await lock?.release()
+    throw describeDatabaseError(error, config)
+  }
+}
+
+/** A database that cannot be reached, named by the setting that chose it (password masked). */
+export class DatabaseUnreachableError extends Error {
+  override name = 'DatabaseUnreachableError'
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', '28P01', '28000', '3D000'])
+
+export function describeDatabaseError(error: unknown, config: Config): unknown {
+  const e = error as Error & { code?: string }
+  if (!config.databaseUrl || !/^postgres(ql)?:\/\//.test(config.databaseUrl)) return error
+  const timedOut = /timeout/i.test(e?.message ?? '')
+  if (!CONNECTION_CODES.has(e?.code ?? '') && !timedOut) return error
+  return new DatabaseUnreachableError(
+    `cannot use the database at DATABASE_URL=${maskUrl(config.databaseUrl)} (${e.message}${e.code ? `, ${e.code}` : ''}): ` +
+      'check that PostgreSQL is running and reachable from here, and the host, port, user, password and database name in DATABASE_URL',
+  )
+}
+
+/** The URL with its password replaced, for messages and logs. */
+export function maskUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password) parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return '(unparseable URL)'
   }
 }

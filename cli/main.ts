@@ -1,9 +1,11 @@
 // The operator command line behind server.ts: `start`, `migrate`, `leads export`, provisioning.
 // Every command and group answers --help without opening the database or reading configuration.
-import { ConfigError, loadConfig } from '../config.ts'
+import { ConfigError, loadConfig, type Config } from '../config.ts'
+import { forwardToRunningServer } from './channel.ts'
 import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type Command, type Env, type Io } from './command.ts'
 import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
+import { healthCommand } from './health.ts'
 import { provisionCommands } from './provision.ts'
 
 const PROGRAM = 'server.ts'
@@ -15,7 +17,12 @@ const start: Command = {
   notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see README.md.',
   async run({ config }) {
     const { startServer } = await import('./start.ts')
-    const running = await startServer(config)
+    const running = await startServer(config).catch((error: unknown) => {
+      // startServer closed what it opened; whatever still holds the event loop must not keep a
+      // failed server alive (the timer itself does not).
+      setTimeout(() => process.exit(1), 1000).unref()
+      throw error
+    })
     await running.stopped
     return 0
   },
@@ -72,7 +79,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))
@@ -129,7 +136,11 @@ function answerHelp(words: readonly string[], io: Io): number {
   return answerWithoutCommand(words.length === 1 ? [words[0]!, '--help'] : words, io)
 }
 
-export async function runCli(argv: readonly string[], env: Env, io: Io = process): Promise<number> {
+/**
+ * `given` and `credentialsChanged` come from a running server carrying out a forwarded command:
+ * its own configuration, and how it drops its cached credential lookups.
+ */
+export async function runCli(argv: readonly string[], env: Env, io: Io = process, given?: Config, credentialsChanged?: (id: string) => void): Promise<number> {
   if (argv.length === 0) {
     io.stderr.write(topHelp())
     return 2
@@ -144,8 +155,10 @@ export async function runCli(argv: readonly string[], env: Env, io: Io = process
   }
   try {
     const options = parseOptions(command, rest)
-    const config = loadConfig(env)
-    return await command.run({ options, config, io, env })
+    const config = given ?? loadConfig(env)
+    const forwarded = await forwardToRunningServer(command.name, argv, config, io, env)
+    if (forwarded !== null) return forwarded
+    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}) })
   } catch (error) {
     return report(command, error, io)
   }

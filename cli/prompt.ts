@@ -5,7 +5,15 @@ import { createInterface } from 'node:readline'
 import { StringDecoder } from 'node:string_decoder'
 import { CommandFailed } from './command.ts'
 
-export type Input = NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown }
+export type Input = NodeJS.ReadableStream & {
+  isTTY?: boolean
+  setRawMode?: (mode: boolean) => unknown
+  /**
+   * Reads the password somewhere else: a running server carrying out a forwarded command asks
+   * the operator's own process, which prompts on its own terminal (without echo) or reads its pipe.
+   */
+  readPassword?: () => Promise<string | null>
+}
 
 const ENTER = new Set(['\r', '\n'])
 const ERASE = new Set(['\u007f', '\b'])
@@ -71,6 +79,7 @@ export async function readFirstLine(input: Input): Promise<string | null> {
  */
 export async function readPasswordInput(input: Input | null, output: NodeJS.WritableStream): Promise<string | null> {
   if (!input) return null
+  if (typeof input.readPassword === 'function') return input.readPassword()
   if (!input.isTTY || typeof input.setRawMode !== 'function') return readFirstLine(input)
   const tty = input as Input & { setRawMode: (mode: boolean) => unknown }
   const first = await readHiddenLine(tty, output, 'password: ')

@@ -131,7 +131,7 @@ const userAdd: Command = {
       }
       if (outcome === 'missing') throw new CommandFailed(`the membership of ${email} changed meanwhile; run the command again`)
       // A changed role also caps the keys this user created: servers drop cached lookups at once.
-      await notifyRevocation(db, user.id)
+      await notifyRevocation(context, db, user.id)
       io.stdout.write(`${email} is ${role} of ${orgId}\n`)
       return 0
     })
@@ -170,7 +170,8 @@ const keyRotate: Command = {
     key: KEY,
     'grace-seconds': { type: 'string', value: 'SECONDS', description: 'keep the old key working SECONDS more, up to 604800', default: '0' },
   },
-  async run({ options, config, io }) {
+  async run(context) {
+    const { options, config, io } = context
     const keyId = uuidOption(options, 'key')
     const rawGrace = text(options, 'grace-seconds')
     if (!/^\d+$/.test(rawGrace) || Number(rawGrace) > 604_800) throw new UsageError('--grace-seconds must be a whole number up to 604800')
@@ -182,7 +183,7 @@ const keyRotate: Command = {
       const rotated = await rotateApiKey(db, old.organization_id, keyId, { userId: null, keyId: null }, grace > 0 ? new Date(now + grace * 1000) : null, new Date(now))
       if (!rotated) throw new UsageError(`no active key ${keyId}`)
       // Servers on PostgreSQL drop cached lookups of the old key at once.
-      await notifyRevocation(db, keyId)
+      await notifyRevocation(context, db, keyId)
       io.stderr.write(`key ${keyId} replaced by ${rotated.key.key_id}; the secret below is shown once\n`)
       io.stdout.write(`${rotated.secret}\n`)
       return 0
@@ -194,14 +195,15 @@ const keyRevoke: Command = {
   name: 'key revoke',
   summary: 'revoke a key and every token minted from it',
   options: { key: KEY },
-  async run({ options, config, io }) {
+  async run(context) {
+    const { options, config, io } = context
     const keyId = uuidOption(options, 'key')
     return withDatabase(config, async ({ db }) => {
       const key = await findApiKeyById(db, keyId)
       if (!key) throw new UsageError(`no key ${keyId}`)
       // Also revokes every key this one issued; servers drop cached lookups of each.
       const revoked = await revokeApiKey(db, key.organization_id, keyId, new Date())
-      for (const id of new Set([keyId, ...revoked])) await notifyRevocation(db, id)
+      for (const id of new Set([keyId, ...revoked])) await notifyRevocation(context, db, id)
       io.stdout.write(revoked.includes(keyId) ? `revoked ${keyId}${revoked.length > 1 ? ` and ${revoked.length - 1} key(s) it issued` : ''}\n` : `${keyId} was already revoked\n`)
       return 0
     })
@@ -286,8 +288,13 @@ function table(rows: readonly KeyRow[]): string {
   return cells.map((line) => line.map((cell, column) => (column === line.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n') + '\n'
 }
 
-/** Tells servers on PostgreSQL to forget cached lookups of a key, or of a user's sessions and keys. */
-async function notifyRevocation(db: DatabaseHandle['db'], id: string): Promise<void> {
+/**
+ * Tells servers to forget cached lookups of a key, or of a user's sessions and keys: the running
+ * server carrying out this command at once (before the command reports success), and servers on
+ * PostgreSQL through the database.
+ */
+async function notifyRevocation(context: CommandContext, db: DatabaseHandle['db'], id: string): Promise<void> {
+  context.credentialsChanged?.(id)
   // Best effort: on PGlite there is no other process to tell.
   await notifyCredentialChange(db, id).catch(() => {})
 }

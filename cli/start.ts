@@ -2,9 +2,9 @@
 import type { Config } from '../config.ts'
 import { createJsonLogger } from '../routes/deps.ts'
 import { createHandler } from '../server.ts'
-import { openDatabase } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
+import { commandChannel } from './channel.ts'
+import { openLockedDatabase } from './database.ts'
 import { serve } from './serve.ts'
 
 export interface RunningServer {
@@ -16,37 +16,55 @@ export interface RunningServer {
 
 export async function startServer(config: Config): Promise<RunningServer> {
   const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel, batchedStdout())
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger })
-  const applied = await migrateToLatest(database.db)
-  if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
-  // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
-  const rateLimits = database.kind === 'postgres' ? createRateLimitStore(database.db, { logger }) : undefined
-  const app = createHandler(config, { db: database.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
-  const server = await serve(app, config)
-  logger.log('info', 'listening', {
-    runtime: server.runtime,
-    url: `${config.tlsCertFile ? 'https' : 'http'}://${config.host}:${server.port}`,
-    database: database.kind,
-  })
-
-  let stopping: Promise<void> | null = null
-  let resolveStopped!: () => void
-  const stopped = new Promise<void>((resolve) => (resolveStopped = resolve))
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      logger.log('info', 'shutting down')
-      // In-flight requests finish first; then background work and the database close.
-      await server.close()
-      await app.close()
-      await rateLimits?.close()
-      await database.close()
-      logger.log('info', 'stopped')
-      resolveStopped()
-    })()
-    return stopping
+  // Whatever was opened is closed again if a later step fails, so a failed start exits at once.
+  const opened: Array<() => Promise<void>> = []
+  const closeOpened = async () => {
+    for (const close of opened.reverse()) await close().catch(() => {})
   }
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop())
-  return { port: server.port, stopped, stop }
+  try {
+    const database = await openLockedDatabase(config, 'server', logger)
+    opened.push(() => database.close())
+    const { handle, applied, lock } = database
+    if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
+    // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
+    const rateLimits = handle.kind === 'postgres' ? createRateLimitStore(handle.db, { logger }) : undefined
+    if (rateLimits) opened.push(() => rateLimits.close())
+    const app = createHandler(config, { db: handle.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
+    opened.push(() => app.close())
+    const server = await serve(app, config).catch((error: Error & { code?: string }) => {
+      throw error.code === 'EADDRINUSE' ? new Error(`port ${config.port} on ${config.host} is already in use (set PORT to a free port, or stop what listens there)`) : error
+    })
+    // Operator commands on this data directory are carried out here, on this database.
+    lock?.setHandler(commandChannel(config, handle, (id) => app.forgetCredentials(id)))
+    logger.log('info', 'listening', {
+      runtime: server.runtime,
+      url: `${config.tlsCertFile ? 'https' : 'http'}://${config.host}:${server.port}`,
+      database: handle.kind,
+    })
+
+    let stopping: Promise<void> | null = null
+    let resolveStopped!: () => void
+    const stopped = new Promise<void>((resolve) => (resolveStopped = resolve))
+    const stop = (): Promise<void> => {
+      stopping ??= (async () => {
+        logger.log('info', 'shutting down')
+        lock?.setHandler(null)
+        // In-flight requests finish first; then background work and the database close.
+        await server.close()
+        await app.close()
+        await rateLimits?.close()
+        await database.close()
+        logger.log('info', 'stopped')
+        resolveStopped()
+      })()
+      return stopping
+    }
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop())
+    return { port: server.port, stopped, stop }
+  } catch (error) {
+    await closeOpened()
+    throw error
+  }
 }
 
 /**

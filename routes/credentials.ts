@@ -43,6 +43,12 @@ export interface Credentials {
   familyRevoked(familyId: string): Promise<void>
   /** Forgets cached sessions of a user whose membership changed, and every key (and key token) they cap, here and in peers. */
   userChanged(userId: string): Promise<void>
+  /**
+   * Forgets cached lookups of a key, session family or user (every lookup when no id is given),
+   * in this process only and at once: for changes made beside the API, such as an operator
+   * command carried out by this server.
+   */
+  forget(id?: string): void
   /** True while positive lookups may be cached (for tests and diagnostics). */
   cacheEnabled(): boolean
   close(): Promise<void>
@@ -197,6 +203,10 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     async userChanged(userId) {
       invalidate(userId)
       await publish(userId)
+    },
+    forget(id) {
+      if (id === undefined) flush()
+      else invalidate(id)
     },
     cacheEnabled,
     async close() {

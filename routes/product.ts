@@ -16,7 +16,12 @@ import { policyRoutes } from './policies.ts'
 import { createRateLimiter } from './ratelimit.ts'
 import type { Surface } from './surface.ts'
 
-export function createProductSurface(config: Config, deps: Deps): Surface {
+export interface ProductSurface extends Surface {
+  /** Drops cached credential lookups (of one id, or all): see Credentials.forget. */
+  forgetCredentials(id?: string): void
+}
+
+export function createProductSurface(config: Config, deps: Deps): ProductSurface {
   const credentials = createCredentials(config, deps)
   const guard = createGuard(
     credentials,
@@ -41,6 +46,7 @@ export function createProductSurface(config: Config, deps: Deps): Surface {
         : { status: REASON[status] ?? 'Error', error: error.message },
     headers: { 'Cache-Control': 'no-store' },
     close: () => credentials.close(),
+    forgetCredentials: (id) => credentials.forget(id),
   }
 }
 
