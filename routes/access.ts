@@ -1,4 +1,4 @@
-// Authorization for the product API: PRODUCT.md's role table as scopes, the guard every
+// Authorization for the product API: the docs/api.md role table as scopes, the guard every
 // protected route runs through, and the error shapes and body helpers the resources share.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
@@ -17,7 +17,7 @@ export const ROLES = ['owner', 'admin', 'manager', 'member', 'viewer'] as const 
 /** Higher outranks lower; a key's role never exceeds its creator's (enforced in storage/keys.ts). */
 export { ROLE_RANK } from '../storage/keys.ts'
 
-/** PRODUCT.md "Roles and what they may do", as the scopes of discovery metadata. */
+/** The role table (docs/api.md) as the scopes of discovery metadata. */
 export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({
   viewer: ['policies:read'],
   member: ['policies:read'],
@@ -30,7 +30,7 @@ export const SCOPES: readonly Scope[] = ['policies:read', 'policies:write', 'key
 
 export const RoleSchema = v.pipe(v.picklist(ROLES, 'Field role must be one of owner, admin, manager, member, viewer'), v.description('Role within the organization.'))
 
-/** SPEC.md §2 ProductError. */
+/** The product error body: {status: reason phrase, error: message}. */
 export const ProductErrorSchema = v.pipe(
   v.object({
     status: v.pipe(v.string(), v.description('HTTP reason phrase, such as "Unauthorized" or "Bad Request".')),
@@ -44,7 +44,7 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Reply>
 
 /**
- * SPEC.md §5.1: credentials travel only in the Authorization header. One found in the URL is
+ * docs/api.md: credentials travel only in the Authorization header. One found in the URL is
  * refused (it is already in proxy and browser logs; the client must learn) and never logged.
  */
 export function refuseCredentialsInUrl(request: Request): void {
@@ -61,7 +61,7 @@ export function refuseCredentialsInUrl(request: Request): void {
   }
 }
 
-/** PRODUCT.md: plain HTTP from a non-loopback peer is refused unless TLS ends at a trusted proxy. */
+/** docs/api.md: plain HTTP from a non-loopback peer is refused unless TLS ends at a trusted proxy. */
 export function requireSecureTransport(ctx: RequestContext): void {
   if (!ctx.secure && !ctx.config.allowInsecureHttp) {
     throw new HttpError(403, 'HTTPS is required: plain HTTP is accepted only from loopback, or through a trusted proxy (TRUST_PROXY) that received HTTPS')
@@ -153,7 +153,7 @@ const RATE = { RateLimit: 'Remaining requests and seconds to reset (draft-ietf-h
 export function protectedErrors(extra: Record<number, string> = {}): Record<number, ResponseDoc> {
   const docs: Record<number, ResponseDoc> = {
     400: { description: 'Malformed request, a missing or invalid parameter, or a credential sent in the URL.', schema: ProductErrorSchema },
-    401: { description: 'Missing, malformed, unknown, expired or revoked bearer token. No WWW-Authenticate header is sent (SPEC.md §7).', schema: ProductErrorSchema },
+    401: { description: 'Missing, malformed, unknown, expired or revoked bearer token. No WWW-Authenticate header is sent; clients read the protected-resource metadata instead.', schema: ProductErrorSchema },
     403: { description: "The credential's role lacks the permission, or plain HTTP from a non-loopback client.", schema: ProductErrorSchema },
     429: { description: 'Too many requests for this credential, or for all credentials of its organization together (API_ORG_RATE_LIMIT).', schema: ProductErrorSchema, headers: { ...RETRY, ...RATE } },
     503: { description: 'Database unavailable; retry later.', schema: ProductErrorSchema, headers: RETRY },

@@ -1,4 +1,4 @@
-// The token endpoint (SPEC.md §5.5; RFC 6749 §3.2, §4.4, §5, §6): POST /auth/login and
+// The token endpoint (docs/api.md; RFC 6749 §3.2, §4.4, §5, §6): POST /auth/login and
 // POST /auth/refresh. JSON for the console and scripts; the OAuth form for standard clients.
 // Never the password grant in a form (RFC 9700 §2.4). Errors carry RFC 6749 §5.2 codes.
 import type { IRequest } from 'itty-router'
@@ -20,7 +20,7 @@ const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' }
 const BAD_LOGIN = 'Invalid email or password'
 const BAD_KEY = 'Invalid API key'
 const BAD_REFRESH = 'Refresh token is invalid, expired or already used'
-/** SECURITY.md: a spent refresh token presented again this soon is a client retry, not a theft. */
+/** docs/security.md: a spent refresh token presented again this soon is a client retry, not a theft. */
 const REFRESH_RETRY_GRACE_SECONDS = 10
 
 function tokenError(status: number, code: string, message: string, headers?: Record<string, string>): HttpError {

@@ -1,7 +1,7 @@
 // Bearer credential checks for the product API: API keys (stw_key_…) and access tokens
 // (stw_at_…), with a bounded in-process cache of positive lookups so a warm check costs no I/O.
 //
-// Revocation must win over the cache (SECURITY.md): a revoke or rotate in this process drops the
+// Revocation must win over the cache (docs/security.md): a revoke or rotate in this process drops the
 // affected entries synchronously; other processes sharing the PostgreSQL database hear of it on
 // LISTEN/NOTIFY. While that subscription is down (or not yet up) nothing is cached, and every
 // entry also dies after MAX_AGE_MS as a safety net.
@@ -23,7 +23,7 @@ export interface Principal {
   readonly keyId: string | null
   readonly userId: string | null
   /**
-   * For a key or a key's token: the user whose current role caps it (PRODUCT.md: a key's role
+   * For a key or a key's token: the user whose current role caps it (docs/api.md: a key's role
    * never exceeds its creator's); null for an operator's key and for user sessions.
    */
   readonly keyCreatorUserId: string | null

@@ -1,4 +1,4 @@
-// The discovery surface (SPEC.md §5.6, STANDARDS.md): every document is built once, when the
+// The discovery surface (docs/api.md): every document is built once, when the
 // surface is created, from the configured public URLs and the other surfaces' routes, and served
 // as static bytes with a strong ETag. Public, cacheable, readable from any origin, never redirected.
 import { sha256 } from '@oslojs/crypto/sha2'

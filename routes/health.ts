@@ -1,4 +1,4 @@
-// GET /health (SPEC.md §4): public probe with a database round trip; 503 when it fails.
+// GET /health (docs/api.md): public probe with a database round trip; 503 when it fails.
 import type { Kysely } from 'kysely'
 import * as v from 'valibot'
 import { ProductErrorSchema } from './access.ts'

@@ -1,4 +1,4 @@
-// API key management for Admins and Owners (PRODUCT.md "Provisioning"): list, create, rotate,
+// API key management for Admins and Owners (docs/api.md): list, create, rotate,
 // revoke. A key's role never exceeds its creator's; the secret is returned once, at creation.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'

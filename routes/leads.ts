@@ -1,4 +1,4 @@
-// The public lead-capture surface (SPEC.md §4 "Lead-capture API"): POST /demo-request,
+// The public lead-capture surface (docs/api.md): POST /demo-request,
 // POST /newsletter and its legacy alias POST /waitlist. No credentials; posted to by browsers.
 import * as v from 'valibot'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
@@ -61,7 +61,7 @@ const attribution = {
   analytics_distinct_id: optionalText('analytics_distinct_id', 'Analytics-session identifier linking the submission to an analytics session.'),
 }
 
-/** SPEC.md §2 DemoRequest. Unknown fields are dropped, never an error. */
+/** docs/api.md DemoRequest. Unknown fields are dropped, never an error. */
 export const DemoRequestSchema = v.pipe(
   v.object(
     {
@@ -78,7 +78,7 @@ export const DemoRequestSchema = v.pipe(
   v.title('DemoRequest'),
 )
 
-/** SPEC.md §2 NewsletterRequest. */
+/** docs/api.md NewsletterRequest. */
 export const NewsletterRequestSchema = v.pipe(
   v.object({ email: email(INVALID_EMAIL), ...attribution }, INVALID_EMAIL),
   v.title('NewsletterRequest'),
@@ -98,7 +98,7 @@ export type DemoRequest = v.InferOutput<typeof DemoRequestSchema>
 export type NewsletterRequest = v.InferOutput<typeof NewsletterRequestSchema>
 
 /**
- * Validates with precedence: a missing required field wins over a bad email (PRODUCT.md), which
+ * Validates with precedence: a missing required field wins over a bad email (docs/api.md), which
  * wins over any other problem. null counts as absent.
  */
 export function validate<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>): v.InferOutput<S> {

@@ -1,5 +1,5 @@
 // Deprecation (RFC 9745) and Sunset (RFC 8594) headers from the one lifecycle configuration,
-// per route path and per API version (SPEC.md §9). The configuration is JSON, in LIFECYCLE or the
+// per route path and per API version (docs/api.md). The configuration is JSON, in LIFECYCLE or the
 // file named by LIFECYCLE_FILE (config.ts parses it and refuses a sunset before its deprecation):
 //
 //   {"routes":   {"/waitlist": {"deprecation": "2025-12-31T23:59:59Z", "sunset": "2027-01-31T23:59:59Z",
@@ -8,7 +8,7 @@
 //    "versions": {"v1": {"deprecation": "2027-06-01T00:00:00Z", "sunset": "2027-09-01T00:00:00Z"}}}
 //
 // A route answers 410 from its sunset on. A version only adds headers to requests whose
-// Service-Api-Version names it (v1, 1, 1.0.0 → v1): the header is informational (SPEC.md §9.2).
+// Service-Api-Version names it (v1, 1, 1.0.0 → v1): the header is informational (docs/api.md).
 import type { Lifecycle, LifecycleEntry } from '../config.ts'
 
 export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> {
@@ -32,7 +32,7 @@ const SEMVER_OR_ALIAS = /^v?(\d+)(?:\.\d+){0,2}(?:[-+][0-9A-Za-z.+-]*)?$/i
 
 /**
  * The major alias a Service-Api-Version value names: "v1", "V1", "1", "1.0" and "1.0.0" → "v1"
- * (SPEC.md §9.2: a semantic version or a major alias). null for anything else, which is accepted
+ * (docs/api.md: a semantic version or a major alias). null for anything else, which is accepted
  * and changes nothing.
  */
 export function versionAlias(value: string | null): string | null {

@@ -1,4 +1,4 @@
-// Policies (SPEC.md §4, PRODUCT.md): GET/POST /policies, GET/PATCH/DELETE /policies/{policy_id}.
+// Policies (docs/api.md): GET/POST /policies, GET/PATCH/DELETE /policies/{policy_id}.
 // Always scoped by the credential's organization: another organization's policy, or one that
 // does not exist, answer the same 404 byte for byte (OWASP API1).
 import type { IRequest } from 'itty-router'

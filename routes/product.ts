@@ -1,4 +1,4 @@
-// The product API surface (SPEC.md §4–§5, §7): the token endpoint, policies, API keys, members
+// The product API surface (docs/api.md): the token endpoint, policies, API keys, members
 // and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'

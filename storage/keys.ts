@@ -44,10 +44,10 @@ export interface ActiveKey {
   created_by_user_id: string | null
 }
 
-/** Higher outranks lower (PRODUCT.md's role table, top to bottom). */
+/** Higher outranks lower (the docs/api.md role table, top to bottom). */
 export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer: 0, member: 1, manager: 2, admin: 3, owner: 4 })
 
-/** PRODUCT.md: a key's role never exceeds its creator's, so the lower of the two applies. */
+/** docs/api.md: a key's role never exceeds its creator's, so the lower of the two applies. */
 export function lowerRole(a: Role, b: Role | null): Role {
   return b !== null && ROLE_RANK[b] < ROLE_RANK[a] ? b : a
 }

@@ -1,4 +1,4 @@
-// STANDARDS.md "CORS" and "Rate limiting", PRODUCT.md "Lead capture": the marketing website posts
+// CORS, rate limiting and lead capture (docs/api.md): the marketing website posts
 // from another origin, reads every answer (errors included), and one client cannot flood the forms.
 import t from 'tap'
 import { createTestApp, FakeClock, openTestDatabase, type TestApp } from './helpers.ts'

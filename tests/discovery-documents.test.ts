@@ -1,5 +1,5 @@
 // RFC 9727 api-catalog (linkset, media type, HEAD, Link), ai-plugin.json, agents.json and
-// llms.txt, each checked against the rules of STANDARDS.md.
+// llms.txt, each checked against the rules of docs/api.md.
 import t from 'tap'
 import { bodyOf, createTestApp } from './helpers.ts'
 

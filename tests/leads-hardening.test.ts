@@ -1,4 +1,4 @@
-// SECURITY.md "Inputs", "Faults", "Headers" and PRODUCT.md's error shapes for the lead surface:
+// Input, fault and header rules (docs/security.md) and the error shapes (docs/api.md) for the lead surface:
 // hostile bodies, wrong methods, a database that is down or broken. Never a throw, never a 500
 // for anything a client can send.
 import { createServer, connect, type Server, type Socket } from 'node:net'

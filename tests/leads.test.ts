@@ -1,4 +1,4 @@
-// SPEC.md §2, §4, §7, §9 and PRODUCT.md "Lead capture": every rule of the public lead surface,
+// The lead-capture rules of docs/api.md: every rule of the public lead surface,
 // checked through the handler (no port) on a real database (PGlite, or TEST_DATABASE_URL).
 import t from 'tap'
 import { createTestApp, DATABASE_KIND, type TestApp } from './helpers.ts'

@@ -1,5 +1,5 @@
 // The token endpoint and bearer authentication: happy paths, errors, and the security rules of
-// SPEC.md §5, PRODUCT.md and SECURITY.md.
+// docs/api.md and docs/security.md.
 import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
 import { createHandler } from '../server.ts'
@@ -213,7 +213,7 @@ t.test('errors', async (t) => {
   const unauthorized = { status: 'Unauthorized', error: 'Authentication required' }
   const invalid = { status: 'Unauthorized', error: 'Invalid or expired token' }
 
-  t.test('no credential: 401 without WWW-Authenticate (SPEC.md §7)', async (t) => {
+  t.test('no credential: 401 without WWW-Authenticate (docs/api.md)', async (t) => {
     const res = await app.call('GET', `/policies?organization_id=${vars.ORG_A}`)
     t.equal(res.status, 401)
     t.equal(res.headers.get('www-authenticate'), null)
@@ -444,7 +444,7 @@ t.test('security', async (t) => {
   })
 })
 
-t.test('a token with a bad checksum is refused before any database work (SECURITY.md)', async (t) => {
+t.test('a token with a bad checksum is refused before any database work (docs/security.md)', async (t) => {
   // On a database that cannot be reached, any lookup answers 503: a 401 proves none was made.
   const logger = memoryLogger()
   const pool = createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 1)

@@ -1,4 +1,4 @@
-// PRODUCT.md: a key's role never exceeds its creator's — continuously, not only at creation. The
+// docs/api.md: a key's role never exceeds its creator's — continuously, not only at creation. The
 // effective role of a key, and of tokens minted from it, is the lower of the key's role and its
 // creator's current role; a key whose creator left the organization stops working; an operator's
 // key keeps its own role. Changes apply on the next request, in this process and in another one.

@@ -1,5 +1,5 @@
 // Function-level authorization (OWASP API5): every role against every protected route, with
-// the exact status PRODUCT.md's role table implies; and the public health probe.
+// the exact status the docs/api.md role table implies; and the public health probe.
 import t from 'tap'
 import { jsonOf, productApp } from './product-support.ts'
 

@@ -1,5 +1,5 @@
 // The storage layer on both drivers: our PGlite dialect's connection lock and affected-row
-// counts (TOOLCHAIN.md: kysely-pglite 0.6.1 got both wrong), migrations, unique violations, and a
+// counts (kysely-pglite 0.6.1 got both wrong), migrations, unique violations, and a
 // PGlite data directory that keeps its leads across a close and reopen.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'

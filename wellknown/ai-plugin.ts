@@ -27,7 +27,7 @@ export function buildAiPlugin(config: Config): AiPluginManifest {
       '(allow, deny or require human approval), and create policies. Needs an organization API key provisioned by a human ' +
       'in the console; agents cannot self-provision. Not a content generator or question-answering model. ' +
       'Public operations also accept demo requests and newsletter subscriptions.',
-    // Human-held credential sent as "Authorization: Bearer <key>" (SPEC.md §5).
+    // Human-held credential sent as "Authorization: Bearer <key>" (docs/api.md).
     auth: { type: 'user_http', authorization_type: 'bearer' },
     api: { type: 'openapi', url: `${config.appUrl}/openapi.json` },
     logo_url: `${config.appUrl}/logo.svg`,

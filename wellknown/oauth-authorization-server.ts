@@ -22,7 +22,7 @@ export interface AuthorizationServerMetadata {
  *   truthful value is the empty list; it is kept rather than omitted (§3.2's "omit zero-element
  *   claims") because a document without a REQUIRED member is refused outright.
  * - no `authorization_endpoint`: §2 requires it only when a supported grant type uses it, and
- *   neither client_credentials nor refresh_token does. No `registration_endpoint` (SPEC.md §5.3).
+ *   neither client_credentials nor refresh_token does. No `registration_endpoint` (docs/api.md).
  */
 export function buildAuthorizationServerMetadata(config: Config, options: { revocationEndpoint?: string } = {}): AuthorizationServerMetadata {
   const metadata: AuthorizationServerMetadata = {

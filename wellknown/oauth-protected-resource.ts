@@ -1,7 +1,7 @@
 // RFC 9728 OAuth 2.0 Protected Resource Metadata for the product API.
 import type { Config } from '../config.ts'
 
-/** Scopes of the product API; they map to role permissions (PRODUCT.md "Product API"). */
+/** Scopes of the product API; they map to role permissions (docs/api.md). */
 export const PRODUCT_SCOPES = Object.freeze(['policies:read', 'policies:write', 'keys:manage', 'members:manage'] as const)
 
 export interface ProtectedResourceMetadata {
@@ -23,7 +23,7 @@ export function buildProtectedResourceMetadata(config: Config, resource: string 
     resource,
     // RFC 9728 §2: issuer identifiers; the first is the RFC 8414 issuer (APP_URL).
     authorization_servers: [config.appUrl],
-    // Tokens are accepted only in the Authorization header (SPEC.md §5.1; RFC 6750 §2.1).
+    // Tokens are accepted only in the Authorization header (docs/api.md; RFC 6750 §2.1).
     bearer_methods_supported: ['header'],
     scopes_supported: [...PRODUCT_SCOPES],
     resource_name: 'Steward product API',

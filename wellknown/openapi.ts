@@ -80,7 +80,7 @@ export function pathParameters(pattern: string): string[] {
   return [...pattern.matchAll(/:(\w+)\+?/g)].map((match) => match[1]!)
 }
 
-/** Which public URL serves a surface (PRODUCT.md "One server, three surfaces"). */
+/** Which public URL serves a surface (docs/api.md). */
 export function surfaceUrl(config: Config, surface: Surface): string {
   if (surface.name === 'product') return config.productApiUrl
   if (surface.name === 'discovery') return config.appUrl
@@ -230,7 +230,7 @@ export function buildOpenApi(config: Config, surfaces: readonly Surface[], optio
           name: VERSION_HEADER,
           in: 'header',
           required: false,
-          description: 'API version: a semantic version such as 1.0.0 or a major alias such as v1. Defaults to v1; informational (SPEC.md §9).',
+          description: 'API version: a semantic version such as 1.0.0 or a major alias such as v1. Defaults to v1; informational only.',
           schema: { type: 'string', default: 'v1', examples: ['v1', '1.0.0'] },
         },
       },
