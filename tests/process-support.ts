@@ -1,7 +1,6 @@
 // Real `server.ts` processes for the lock and start-up tests: spawn with a temp DATA_DIR on
 // 127.0.0.1, wait for the `listening` line, run operator commands, kill everything in teardown.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 
@@ -89,14 +88,5 @@ export async function startServerProcess(t: Test, env: NodeJS.ProcessEnv): Promi
   return { ...spawned, url, pid: spawned.child.pid! }
 }
 
-/** A port nothing listens on right now (the kernel's pick for port 0). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
+/** A port nothing listens on right now: the benchmarks' helper. */
+export { freePort } from '../bench/lib.ts'
