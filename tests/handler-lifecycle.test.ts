@@ -1,0 +1,64 @@
+// createHandler is pure: building a handler opens no connection and starts no timer. Background
+// work (the revocation feed on PostgreSQL, the key-use and pruning timers, rate-limit sharing)
+// runs between start() and close(), and close() leaves nothing behind.
+import { createServer } from 'node:net'
+import t from 'tap'
+import { createHandler } from '../server.ts'
+import { silentLogger } from '../log.ts'
+import { createRateLimitStore } from '../storage/ratelimits.ts'
+import { openTestDatabase, testConfig } from './helpers.ts'
+
+/**
+ * Live intervals: the handler's timers are unref'd, so the process's resource list does not show
+ * them; the global setInterval/clearInterval are wrapped to count them instead.
+ */
+function countIntervals(t: Parameters<Parameters<typeof t.test>[1]>[0]): { live(): number } {
+  const live = new Set<unknown>()
+  const { setInterval: set, clearInterval: clear } = globalThis
+  globalThis.setInterval = ((...args: Parameters<typeof set>) => {
+    const timer = set(...args)
+    live.add(timer)
+    return timer
+  }) as typeof set
+  globalThis.clearInterval = ((timer: Parameters<typeof clear>[0]) => {
+    live.delete(timer)
+    clear(timer)
+  }) as typeof clear
+  t.teardown(() => {
+    globalThis.setInterval = set
+    globalThis.clearInterval = clear
+  })
+  return { live: () => live.size }
+}
+
+t.test('construction starts nothing; start() starts the background work; close() stops all of it', async (t) => {
+  const database = await openTestDatabase(t)
+  // A LISTEN target that accepts connections: the feed's socket shows up as a TCP handle.
+  // Each connection is closed at once: the feed sees a lost connection and retries later.
+  let accepted = 0
+  const listener = createServer((socket) => {
+    accepted++
+    socket.destroy()
+  })
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => listener.close(() => resolve())))
+  const port = (listener.address() as { port: number }).port
+  const rateLimits = createRateLimitStore(database.db, { intervalMs: 60_000 })
+
+  const intervals = countIntervals(t)
+  const app = createHandler(testConfig(), { db: database.db, clock: Date.now, logger: silentLogger, listenUrl: `postgres://x@127.0.0.1:${port}/x`, rateLimits })
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(intervals.live(), 0, 'no timer after createHandler')
+  t.equal(accepted, 0, 'no connection was opened')
+
+  app.start()
+  app.start()
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal(intervals.live(), 3, 'three timers after start() (key use, pruning, rate-limit sharing), however often it is called')
+  t.equal(accepted, 1, 'the revocation feed connected once')
+
+  await app.close()
+  t.equal(intervals.live(), 0, 'close() stopped every timer')
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  t.equal(accepted, 1, 'and the feed does not reconnect after close()')
+})
