@@ -2,7 +2,7 @@
 // work (the revocation feed on PostgreSQL, the key-use and pruning timers, rate-limit sharing)
 // runs between start() and close(), and close() leaves nothing behind.
 import { createServer } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createHandler } from '../server.ts'
 import { silentLogger } from '../log.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
@@ -12,7 +12,7 @@ import { openTestDatabase, testConfig } from './helpers.ts'
  * Live intervals: the handler's timers are unref'd, so the process's resource list does not show
  * them; the global setInterval/clearInterval are wrapped to count them instead.
  */
-function countIntervals(t: Parameters<Parameters<typeof t.test>[1]>[0]): { live(): number } {
+function countIntervals(t: Test): { live(): number } {
   const live = new Set<unknown>()
   const { setInterval: set, clearInterval: clear } = globalThis
   globalThis.setInterval = ((...args: Parameters<typeof set>) => {
