@@ -5,7 +5,8 @@
 import Fastify from 'fastify'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
-import { FIELD_LIMITS, isValidEmail } from '../routes/leads.ts'
+import { isValidEmail } from '../domain/email.ts'
+import { FIELD_LIMITS } from '../routes/leads.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
 
 const url = process.env.DATABASE_URL

@@ -2,6 +2,7 @@
 // route accepts, and JSON (or a form) checked for what the database cannot take.
 import * as v from 'valibot'
 import type { PipelineConfig, RequestContext } from './context.ts'
+import type { BodyDoc, BodyMediaType } from './pipeline.ts'
 import { ClientAbortError, HttpError } from './errors.ts'
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
@@ -235,12 +236,50 @@ function unsupported(type: string, accept: readonly BodyFormat[]): HttpError {
  * The one way valibot issues become a 400: the first issue's message, with the field it concerns
  * when the message does not name it; a missing field is "Field X is required".
  */
-export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown, precedence: readonly string[] = []): v.InferOutput<S> {
   const result = v.safeParse(schema, input)
   if (result.success) return result.output
+  throw new HttpError(400, firstProblem(result.issues, precedence))
+}
+
+/** The message of the problem that wins: a listed message in order, then an unknown field, then the first. */
+function firstProblem(issues: readonly v.BaseIssue<unknown>[], precedence: readonly string[]): string {
+  for (const message of precedence) if (issues.some((issue) => issue.message === message)) return message
   // A field the schema does not know wins over any other problem (OWASP API3: mass assignment).
-  const issues = result.issues
-  throw new HttpError(400, issueMessage(issues.find((issue) => issue.type === 'strict_object') ?? issues[0]))
+  const unknown = issues.find((issue) => issue.type === 'strict_object' && issue.expected === 'never')
+  return issueMessage(unknown ?? issues[0]!)
+}
+
+const FORMATS: Readonly<Record<BodyMediaType, BodyFormat>> = {
+  'application/json': 'json',
+  'application/merge-patch+json': 'json',
+  'application/x-www-form-urlencoded': 'form',
+  'text/plain': 'text/plain-json',
+}
+
+/**
+ * Reads and validates a body exactly as its doc publishes it: the doc's media types, its schema,
+ * its precedence of messages. Handlers read bodies only through here (or `readBody` when the
+ * shape depends on the content, as at the token endpoint).
+ */
+export async function readInput<S extends v.GenericSchema>(request: Request, ctx: RequestContext<PipelineConfig>, doc: BodyDoc<S>): Promise<v.InferOutput<S>> {
+  const { params } = await readBody(request, ctx, { accept: doc.mediaTypes.map((type) => FORMATS[type]), optional: !doc.required })
+  return validateInput(doc, params)
+}
+
+/** Validates an already-read body as `doc` publishes it. */
+export function validateInput<S extends v.GenericSchema>(doc: BodyDoc<S>, params: Record<string, unknown>): v.InferOutput<S> {
+  let input = params
+  if (doc.nullIsAbsent) {
+    input = {}
+    for (const [key, value] of Object.entries(params)) if (value !== null) input[key] = value
+  }
+  return parseWith(doc.schema, input, doc.precedence)
+}
+
+/** A body doc with its schema's type kept, for `readInput`. */
+export function bodyDoc<S extends v.GenericSchema>(schema: S, mediaTypes: readonly BodyMediaType[], required: boolean, extra: Pick<BodyDoc, 'precedence' | 'nullIsAbsent'> = {}): BodyDoc<S> {
+  return { schema, mediaTypes, required, ...extra }
 }
 
 export function issueMessage(issue: v.BaseIssue<unknown>): string {
@@ -255,6 +294,7 @@ export function issueMessage(issue: v.BaseIssue<unknown>): string {
  * is unknown. `readOnly` names response fields, not the schema's keys.
  */
 export function unknownField(readOnly: readonly string[] = []): (issue: v.BaseIssue<unknown>) => string {
+  // Called for a missing field too (the object's own message): parseWith words that one itself.
   return (issue) => {
     const key = String(issue.path?.[issue.path.length - 1]?.key ?? '')
     return readOnly.includes(key) ? `Field ${key} is read-only` : `Unknown field: ${key}`

@@ -32,6 +32,24 @@ export interface ResponseDoc {
  * What the OpenAPI document says of a route. Written beside the route, from the same valibot
  * schemas the handler validates with, so the document cannot drift from the code.
  */
+/**
+ * A request body as published and as validated: `readInput` (body.ts) reads a body with exactly
+ * these media types and this schema, so the OpenAPI document cannot drift from the code.
+ */
+export interface BodyDoc<S extends GenericSchema = GenericSchema> {
+  readonly schema: S
+  /** application/json, application/x-www-form-urlencoded, text/plain (holding JSON). */
+  readonly mediaTypes: readonly BodyMediaType[]
+  /** false: an empty body reads as {}. */
+  readonly required: boolean
+  /** Messages that win over any other problem, in this order (e.g. "Missing required fields"). */
+  readonly precedence?: readonly string[]
+  /** A JSON null counts as an absent field. */
+  readonly nullIsAbsent?: boolean
+}
+
+export type BodyMediaType = 'application/json' | 'application/merge-patch+json' | 'application/x-www-form-urlencoded' | 'text/plain'
+
 export interface OperationDoc {
   readonly operationId: string
   readonly summary: string
@@ -41,8 +59,8 @@ export interface OperationDoc {
   readonly scopes: readonly string[] | null
   /** valibot object schema of the query parameters. */
   readonly query?: GenericSchema
-  /** valibot schema of the request body, and the media types accepted for it. */
-  readonly body?: { readonly schema: GenericSchema; readonly mediaTypes: readonly string[]; readonly required: boolean }
+  /** The request body: the handler reads it through this very object (body.ts `readInput`). */
+  readonly body?: BodyDoc
   /** Request headers worth documenting (name → description), e.g. Service-Api-Version. */
   readonly headers?: Readonly<Record<string, string>>
   readonly responses: Readonly<Record<number, ResponseDoc>>

@@ -9,9 +9,9 @@ import { SECRET_PATTERN } from '../storage/secrets.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { setHeaders, type Reply } from '../http/reply.ts'
-import { type RequestContext } from './deps.ts'
+import type { RequestContext } from './deps.ts'
 import { rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
-import { type ResponseDoc } from '../http/pipeline.ts'
+import type { ResponseDoc } from '../http/pipeline.ts'
 
 export const RoleSchema = v.pipe(v.picklist(ROLES, 'Field role must be one of owner, admin, manager, member, viewer'), v.description('Role within the organization.'))
 

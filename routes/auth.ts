@@ -17,9 +17,8 @@ import type { Credentials } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import { mediaType, parseForm, parseJsonObject, readText } from '../http/body.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import type { Route } from './deps.ts'
 
 /** RFC 6749 §5.1: token responses are never cached. */
 const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' }

@@ -13,9 +13,8 @@ import { notifyCredentialChange, startRevocationFeed, type RevocationFeed } from
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
 import { deleteExpiredTokens, findPrincipalByAccessHash, pruneTokenFamilies } from '../storage/tokens.ts'
-import type { Deps } from './deps.ts'
+import type { Deps, RequestContext } from './deps.ts'
 import { HttpError } from '../http/errors.ts'
-import { type RequestContext } from './deps.ts'
 
 export interface Principal {
   readonly organizationId: string

@@ -16,7 +16,7 @@ import { API_VERSION, buildOpenApi } from '../wellknown/openapi.ts'
 import { HttpError } from '../http/errors.ts'
 import { reply, type Reply } from '../http/reply.ts'
 import type { OperationDoc, PublishedSurface, ResponseDoc } from '../http/pipeline.ts'
-import { type Route, type Surface } from './deps.ts'
+import type { Route, Surface } from './deps.ts'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 const CACHE_CONTROL = 'public, max-age=3600'

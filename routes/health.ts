@@ -3,11 +3,10 @@ import type { Kysely } from 'kysely'
 import * as v from 'valibot'
 import { ProductErrorSchema } from './access.ts'
 import { json, type Reply } from '../http/reply.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import { databaseAnswers } from '../storage/health.ts'
 import type { Database } from '../storage/schema.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import type { Route } from './deps.ts'
 
 const CHECK_TIMEOUT_MS = 2000
 

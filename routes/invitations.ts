@@ -10,18 +10,17 @@ import { acceptInvitation, createInvitation, findInvitationBySecret, findOpenInv
 import { HashingBusyError, type PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
-import { protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, refuseFields, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
+import { protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readBody, readInput, unknownField, validateInput } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import { MemberSchema } from './members.ts'
 import { createRateLimiter, rateLimitHeaders } from './ratelimit.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import type { Route } from './deps.ts'
 import { isValidEmail } from '../domain/email.ts'
 
 export const INVITATION_NOT_FOUND = 'Invitation not found'
@@ -57,18 +56,18 @@ export const NewInvitationSchema = v.pipe(
 export const InvitationListSchema = v.pipe(v.object({ invitations: v.array(InvitationSchema) }), v.title('InvitationList'))
 
 export const InvitationCreateSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
       role: RoleSchema,
     },
-    'Request body must be a JSON object',
+    unknownField(['invitation_id', 'invited_by', 'created_at', 'expires_at', 'token', 'organization_id']),
   ),
   v.title('InvitationCreate'),
 )
 
 export const InvitationAcceptSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       token: v.pipe(v.string('Field token must be a string'), v.description('The invitation secret (stw_inv_…).')),
       password: v.pipe(
@@ -76,10 +75,13 @@ export const InvitationAcceptSchema = v.pipe(
         v.description("For an email without an account: the new account's password (at least 12 characters). For an existing account: its current password, which proves the invitee owns it; it is never changed here."),
       ),
     },
-    'Request body must be a JSON object',
+    unknownField(),
   ),
   v.title('InvitationAccept'),
 )
+
+const inviteBody = bodyDoc(InvitationCreateSchema, ['application/json'], true)
+const acceptBody = bodyDoc(InvitationAcceptSchema, ['application/json'], true)
 
 export const AcceptedSchema = v.pipe(
   v.object({ organization_id: v.pipe(v.string(), v.uuid()), ...MemberSchema.entries }),
@@ -110,10 +112,9 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
   const acceptLimiter = createRateLimiter({ limit: config.loginRateLimit.limit * 5, windowSeconds: config.loginRateLimit.windowSeconds }, 'invitation-accept')
 
   async function invite(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    if ('password' in body) throw new HttpError(400, 'Field password is not accepted: the invitee chooses it when accepting')
-    refuseFields(body, ['email', 'role'], ['invitation_id', 'invited_by', 'created_at', 'expires_at', 'token', 'organization_id'])
-    const input = parseWith(InvitationCreateSchema, body)
+    const { params } = await readBody(request, ctx, { accept: ['json'] })
+    if ('password' in params) throw new HttpError(400, 'Field password is not accepted: the invitee chooses it when accepting')
+    const input = validateInput(inviteBody, params)
     assertMayManage(principal, input.role)
     const cap = { limit: ctx.config.maxMembersPerOrg, what: 'members and open invitations', setting: 'MAX_MEMBERS_PER_ORG' }
     const result = await withinCap(() =>
@@ -149,9 +150,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
     if (!decision.allowed) {
       throw new HttpError(429, 'Too many invitation attempts from this client; retry later', { headers: rateLimitHeaders(acceptLimiter.name, acceptLimiter.rule, decision) })
     }
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, ['token', 'password'], [])
-    const input = parseWith(InvitationAcceptSchema, body)
+    const input = await readInput(request, ctx, acceptBody)
     // A malformed or mistyped secret is refused before any database work.
     if (secretKind(input.token) !== 'inv') throw new HttpError(400, INVITATION_REFUSED)
     const now = new Date(ctx.now)
@@ -205,7 +204,7 @@ const inviteDoc: OperationDoc = {
     'Answers the same way whether or not the email has an account. The response holds the one-time secret (token) to pass on to the invitee out of band; the invitee joins with POST /invitations/accept. Until then the invitee is not a member. Only Owners invite Owners. Members plus open invitations are capped (MAX_MEMBERS_PER_ORG).',
   tags: TAGS,
   scopes: ['members:manage'],
-  body: { schema: InvitationCreateSchema, mediaTypes: ['application/json'], required: true },
+  body: inviteBody,
   responses: {
     201: { description: 'Invited; token holds the secret, shown this once.', schema: NewInvitationSchema, headers: { Location: 'URL of the invitation.' } },
     ...protectedErrors({
@@ -242,7 +241,7 @@ const acceptDoc: OperationDoc = {
     'Spends the one-time secret and makes the membership; of concurrent accepts exactly one succeeds. An email without an account gets one with the given password; an existing account must give its own password, which is not changed. The caller then signs in with POST /auth/login. An invalid, expired, revoked or used secret, or a wrong password, gets one and the same 400; five wrong passwords revoke the invitation.',
   tags: TAGS,
   scopes: null,
-  body: { schema: InvitationAcceptSchema, mediaTypes: ['application/json'], required: true },
+  body: acceptBody,
   responses: {
     201: { description: 'Accepted: the new membership.', schema: AcceptedSchema, headers: { Location: 'URL of the membership.' } },
     400: { description: 'Malformed body, or the invitation cannot be accepted (one message for every reason).', schema: ProductErrorSchema },

@@ -5,18 +5,17 @@ import * as v from 'valibot'
 import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import type { Cap } from '../storage/caps.ts'
-import { protectedErrors, refuseFields, RoleSchema, withinCap, type Guard } from './access.ts'
+import { protectedErrors, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { ROLE_RANK } from '../domain/roles.ts'
 import { UUID } from '../domain/uuid.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import { Timestamp } from './input.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import type { Route } from './deps.ts'
 
 export const KEY_NOT_FOUND = 'API key not found'
 const MAX_GRACE_SECONDS = 7 * 86_400
@@ -49,19 +48,19 @@ export const NewApiKeySchema = v.pipe(
 export const ApiKeyListSchema = v.pipe(v.object({ keys: v.array(ApiKeySchema) }), v.title('ApiKeyList'))
 
 export const ApiKeyCreateSchema = v.pipe(
-  v.object({
+  v.strictObject({
     name: v.optional(
       v.pipe(v.string('Field name must be a string'), v.trim(), v.nonEmpty('Field name must not be empty'), v.maxLength(100, 'Field name is longer than 100 characters'), v.check((text) => !/[\u0000-\u001f\u007f]/.test(text), 'Field name holds a control character')),
       'API key',
     ),
     role: RoleSchema,
     expires_at: v.optional(Timestamp('expires_at', 'When the key stops working; omitted: never.')),
-  }, 'Request body must be a JSON object'),
+  }, unknownField(['key_id', 'organization_id', 'prefix', 'created_by', 'created_at', 'revoked_at', 'last_used_at', 'api_key'])),
   v.title('ApiKeyCreate'),
 )
 
 export const ApiKeyRotateSchema = v.pipe(
-  v.object({
+  v.strictObject({
     expires_in: v.optional(
       v.pipe(
         v.number('Field expires_in must be a number of seconds'),
@@ -71,9 +70,12 @@ export const ApiKeyRotateSchema = v.pipe(
         v.description('Seconds the old key keeps working (a "roll"); 0 or omitted: it stops at once.'),
       ),
     ),
-  }, 'Request body must be a JSON object'),
+  }, unknownField()),
   v.title('ApiKeyRotate'),
 )
+
+const createBody = bodyDoc(ApiKeyCreateSchema, ['application/json'], true)
+const rotateBody = bodyDoc(ApiKeyRotateSchema, ['application/json'], false)
 
 export function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema> {
   const iso = (date: Date | null) => (date ? date.toISOString() : null)
@@ -122,9 +124,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
   }
 
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, ['name', 'role', 'expires_at'], ['key_id', 'organization_id', 'prefix', 'created_by', 'created_at', 'revoked_at', 'last_used_at', 'api_key'])
-    const input = parseWith(ApiKeyCreateSchema, body)
+    const input = await readInput(request, ctx, createBody)
     assertRoleWithin(principal, input.role, 'create')
     const expiresAt = input.expires_at ?? null
     if (expiresAt && expiresAt.getTime() <= ctx.now) throw new HttpError(400, 'Field expires_at must be in the future')
@@ -142,9 +142,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
   async function rotate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const old = await targetKey(request, ctx, principal)
     if (old.revoked_at) throw new HttpError(400, 'This API key is revoked; create a new one instead')
-    const body = await readJsonBody(request, ctx, { optional: true })
-    refuseFields(body, ['expires_in'], [])
-    const input = parseWith(ApiKeyRotateSchema, body)
+    const input = await readInput(request, ctx, rotateBody)
     assertRoleWithin(principal, old.role, 'rotate')
     const grace = input.expires_in ?? 0
     const until = grace > 0 ? new Date(ctx.now + grace * 1000) : null
@@ -208,7 +206,7 @@ const createDoc: OperationDoc = {
     "The role may not exceed the caller's, and for as long as the key lives it acts with the lower of its role and its creating user's current role; it stops (401) if that user leaves the organization. A key created with a key is issued by it: revoking the issuing key revokes this one too. The secret is in the response this once.",
   tags: TAGS,
   scopes: ['keys:manage'],
-  body: { schema: ApiKeyCreateSchema, mediaTypes: ['application/json'], required: true },
+  body: createBody,
   responses: {
     201: { description: 'Created; api_key holds the secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
     ...protectedErrors({ 409: 'The organization has reached its cap of active keys (MAX_KEYS_PER_ORG).', 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
@@ -222,7 +220,7 @@ const rotateDoc: OperationDoc = {
     'Issues a successor with the same name and role. The old key, and every token minted from it, stops at once, or after expires_in seconds. Rotation is a continuation: the successor, and the keys the old key issued, are not revoked when the old key ends; revoking the successor revokes them.',
   tags: TAGS,
   scopes: ['keys:manage'],
-  body: { schema: ApiKeyRotateSchema, mediaTypes: ['application/json'], required: false },
+  body: rotateBody,
   responses: {
     201: { description: 'The new key; api_key holds its secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
     ...protectedErrors({ ...NOT_FOUND, 409: 'With expires_in, both keys stay active for a while and the organization has no free slot (MAX_KEYS_PER_ORG).' }),

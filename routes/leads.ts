@@ -4,16 +4,13 @@ import * as v from 'valibot'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
-import { mediaType, parseJsonObject, readText } from '../http/body.ts'
-import { type RequestContext } from './deps.ts'
+import { bodyDoc, readInput } from '../http/body.ts'
+import type { Deps, RequestContext, Route, Surface } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
-import { type OperationDoc } from '../http/pipeline.ts'
-import { type Route, type Surface } from './deps.ts'
+import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { isValidEmail } from '../domain/email.ts'
 
-export { isValidEmail }
 import type { Config } from '../config.ts'
-import type { Deps } from './deps.ts'
 import type { IRequest } from 'itty-router'
 
 export const MISSING_FIELDS = 'Missing required fields'
@@ -98,34 +95,19 @@ export const ErrorSchema = v.pipe(
   v.title('Error'),
 )
 
-export type DemoRequest = v.InferOutput<typeof DemoRequestSchema>
-export type NewsletterRequest = v.InferOutput<typeof NewsletterRequestSchema>
-
 /**
- * Validates with precedence: a missing required field wins over a bad email (docs/api.md), which
- * wins over any other problem. null counts as absent.
+ * JSON, or text/plain holding JSON (a browser posts that without a CORS preflight). A missing
+ * required field wins over a bad email (docs/api.md), which wins over any other problem; null
+ * counts as absent.
  */
-export function validate<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>): v.InferOutput<S> {
-  const input: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(body)) if (value !== null) input[key] = value
-  const result = v.safeParse(schema, input, { abortEarly: false })
-  if (result.success) return result.output
-  const messages = result.issues.map((issue) => issue.message)
-  const message = messages.find((m) => m === MISSING_FIELDS) ?? messages.find((m) => m === INVALID_EMAIL) ?? messages[0]!
-  throw new HttpError(400, message)
-}
+const leadBody = <S extends v.GenericSchema>(schema: S) =>
+  bodyDoc(schema, ['application/json', 'text/plain'], true, { precedence: [MISSING_FIELDS, INVALID_EMAIL], nullIsAbsent: true })
+
+const demoBody = leadBody(DemoRequestSchema)
+const newsletterBody = leadBody(NewsletterRequestSchema)
 
 const OK = Object.freeze({ message: 'OK' })
 const ALREADY = Object.freeze({ message: 'Already registered' })
-
-/** Reads a JSON object body: application/json, or text/plain holding JSON (no CORS preflight). */
-async function readLeadBody(request: Request, ctx: RequestContext): Promise<Record<string, unknown>> {
-  const type = mediaType(request)
-  if (type !== '' && type !== 'application/json' && type !== 'text/plain' && !type.endsWith('+json')) {
-    throw new HttpError(415, `Content-Type ${type} is not supported; send application/json`)
-  }
-  return parseJsonObject(await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs))
-}
 
 function emptyToNull(value: string | undefined): string | null {
   return value === undefined || value === '' ? null : value
@@ -145,7 +127,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
 
   async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Reply> {
     const headers = throttle(ctx)
-    const lead = validate(DemoRequestSchema, await readLeadBody(request, ctx))
+    const lead = await readInput(request, ctx, demoBody)
     const stored = await insertDemoRequestUnlessRegistered(
       ctx.deps.db,
       {
@@ -166,7 +148,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   function subscribe(via: string) {
     return async (request: IRequest, ctx: RequestContext): Promise<Reply> => {
       const headers = throttle(ctx)
-      const lead = validate(NewsletterRequestSchema, await readLeadBody(request, ctx))
+      const lead = await readInput(request, ctx, newsletterBody)
       const stored = await insertSubscriptionUnlessRegistered(
         ctx.deps.db,
         { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
@@ -177,14 +159,14 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   }
 
   const routes: Route[] = [
-    { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', DemoRequestSchema) },
-    { method: 'POST', path: '/newsletter', handler: subscribe('/newsletter'), doc: leadDoc('subscribeNewsletter', 'Subscribe an email address to the newsletter', NewsletterRequestSchema) },
+    { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', demoBody) },
+    { method: 'POST', path: '/newsletter', handler: subscribe('/newsletter'), doc: leadDoc('subscribeNewsletter', 'Subscribe an email address to the newsletter', newsletterBody) },
     {
       method: 'POST',
       path: '/waitlist',
       handler: subscribe('/waitlist'),
       doc: {
-        ...leadDoc('joinWaitlist', 'Join the waitlist (deprecated alias of POST /newsletter; same list)', NewsletterRequestSchema),
+        ...leadDoc('joinWaitlist', 'Join the waitlist (deprecated alias of POST /newsletter; same list)', newsletterBody),
         deprecated: true,
       },
     },
@@ -204,14 +186,14 @@ const LEAD_ERRORS = {
   503: { description: 'Database unavailable; retry later.', schema: ErrorSchema, headers: { 'Retry-After': 'Seconds to wait before retrying.' } },
 } as const
 
-function leadDoc(operationId: string, summary: string, schema: v.GenericSchema): OperationDoc {
+function leadDoc(operationId: string, summary: string, body: BodyDoc): OperationDoc {
   return {
     operationId,
     summary,
     tags: ['Lead capture'],
     scopes: null,
     headers: { 'Service-Api-Version': 'Optional API version (semantic version such as 1.0.0 or alias such as v1; default v1). Informational.' },
-    body: { schema, mediaTypes: ['application/json', 'text/plain'], required: true },
+    body,
     responses: {
       200: { description: 'Stored: a new submission.', schema: SuccessResponseSchema },
       400: { description: 'Missing or malformed fields: "Missing required fields" or "Invalid email".', schema: ErrorSchema },

@@ -6,16 +6,15 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Role } from '../storage/schema.ts'
 import { changeMembership, findMember, listMembers, type Member } from '../storage/users.ts'
-import { protectedErrors, refuseFields, RoleSchema, type Guard } from './access.ts'
+import { protectedErrors, RoleSchema, type Guard } from './access.ts'
 import { noContent } from '../http/reply.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import type { Route } from './deps.ts'
 
 export const MEMBER_NOT_FOUND = 'Member not found'
 
@@ -31,7 +30,9 @@ export const MemberSchema = v.pipe(
 
 export const MemberListSchema = v.pipe(v.object({ members: v.array(MemberSchema) }), v.title('MemberList'))
 
-export const MemberUpdateSchema = v.pipe(v.object({ role: RoleSchema }, 'Request body must be a JSON object'), v.title('MemberUpdate'))
+export const MemberUpdateSchema = v.pipe(v.strictObject({ role: RoleSchema }, unknownField(['user_id', 'email', 'created_at', 'organization_id'])), v.title('MemberUpdate'))
+
+const updateBody = bodyDoc(MemberUpdateSchema, ['application/json'], true)
 
 function memberToJson(member: Member): v.InferOutput<typeof MemberSchema> {
   return { user_id: member.user_id, email: member.email, role: member.role, created_at: member.created_at.toISOString() }
@@ -58,9 +59,7 @@ export function memberRoutes(guard: Guard, credentials: Credentials): Route[] {
 
   async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const member = await targetMember(request, ctx, principal)
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, ['role'], ['user_id', 'email', 'created_at', 'organization_id'])
-    const { role } = parseWith(MemberUpdateSchema, body)
+    const { role } = await readInput(request, ctx, updateBody)
     assertMayManage(principal, member.role, role)
     const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, role)
     if (outcome === 'missing') throw new HttpError(404, MEMBER_NOT_FOUND)
@@ -105,7 +104,7 @@ const updateDoc: OperationDoc = {
   description: "The member's sessions take the new role on their next request; API keys they created act with at most the new role.",
   tags: TAGS,
   scopes: ['members:manage'],
-  body: { schema: MemberUpdateSchema, mediaTypes: ['application/json'], required: true },
+  body: updateBody,
   responses: {
     200: { description: 'The member with the new role.', schema: MemberSchema },
     ...protectedErrors({ ...OWNERS, 404: 'No such member ("Member not found").', 409: 'The last Owner cannot be demoted.' }),

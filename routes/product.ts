@@ -5,7 +5,7 @@ import type { Config } from '../config.ts'
 import { createGuard } from './access.ts'
 import { authRoutes } from './auth.ts'
 import { createCredentials } from './credentials.ts'
-import type { Deps } from './deps.ts'
+import type { Deps, Surface } from './deps.ts'
 import { healthRoutes } from './health.ts'
 import { REASON } from '../http/errors.ts'
 import { invitationRoutes } from './invitations.ts'
@@ -13,7 +13,6 @@ import { keyRoutes } from './keys.ts'
 import { memberRoutes } from './members.ts'
 import { policyRoutes } from './policies.ts'
 import { createRateLimiter } from './ratelimit.ts'
-import type { Surface } from './deps.ts'
 
 export interface ProductSurface extends Surface {
   /** Drops cached credential lookups (of one id, or all): see Credentials.forget. */
