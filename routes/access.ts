@@ -3,6 +3,7 @@
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { CapReachedError } from '../storage/caps.ts'
+import { HashingBusyError } from '../storage/passwords.ts'
 import { ROLES } from '../domain/roles.ts'
 import { ROLE_SCOPES, type Scope } from '../domain/scopes.ts'
 import { SECRET_PATTERN } from '../storage/secrets.ts'
@@ -127,4 +128,14 @@ export async function withinCap<T>(work: () => Promise<T>): Promise<T> {
     if (error instanceof CapReachedError) throw new HttpError(409, error.message)
     throw error
   }
+}
+
+/**
+ * The answer to a password hash the hasher refused (storage/passwords.ts): `share` when this client
+ * or account already has its share running or waiting (a 429), `overload` when every share is in
+ * use (a 503). Any other error is returned as it is, to be thrown again.
+ */
+export function hashingBusyError(error: unknown, answers: { readonly share: HttpError; readonly overload: HttpError }): unknown {
+  if (!(error instanceof HashingBusyError)) return error
+  return error.reason === 'share' ? answers.share : answers.overload
 }

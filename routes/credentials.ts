@@ -6,6 +6,7 @@
 // LISTEN/NOTIFY. While that subscription is down (or not yet up) nothing is cached, and every
 // entry also dies after MAX_AGE_MS as a safety net.
 import type { Config } from '../config.ts'
+import { creatorString, type Creator } from '../domain/creator.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Role } from '../domain/roles.ts'
 import { errorCode } from '../log.ts'
@@ -56,6 +57,11 @@ export interface Credentials {
   start(): void
   /** Stops what start() began, after recording pending key uses. */
   close(): Promise<void>
+}
+
+/** Who acts, as the API shows a creator ("user:<uuid>" or "key:<uuid>"). */
+export function creatorOf(principal: Principal): Creator {
+  return creatorString(principal.userId, principal.userId ? null : principal.keyId)
 }
 
 export const AUTHENTICATION_REQUIRED = 'Authentication required'

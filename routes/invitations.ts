@@ -7,14 +7,14 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
 import { acceptInvitation, createInvitation, findInvitationBySecret, findOpenInvitation, listOpenInvitations, recordAcceptFailure, revokeInvitation, type Invitation } from '../storage/invitations.ts'
-import { HashingBusyError, type PasswordHasher } from '../storage/passwords.ts'
+import type { PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
-import { protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
+import { hashingBusyError, protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readBody, readInput, unknownField, validateInput } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
-import type { Principal } from './credentials.ts'
+import { creatorOf, type Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
@@ -103,8 +103,8 @@ function assertMayManage(principal: Principal, role: Role): void {
   if (principal.role !== 'owner' && role === 'owner') throw new HttpError(403, 'Only Owners manage Owners')
 }
 
-function inviter(principal: Principal): string {
-  return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
+function hashingBusy(status: 429 | 503): HttpError {
+  return new HttpError(status, 'Too many password operations in progress; retry shortly', { headers: { 'Retry-After': '1' } })
 }
 
 export function invitationRoutes(config: Config, guard: Guard, passwords: PasswordHasher): Route[] {
@@ -120,7 +120,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
     const result = await withinCap(() =>
       createInvitation(
         ctx.deps.db,
-        { organizationId: principal.organizationId, email: input.email, role: input.role, invitedBy: inviter(principal), ttlSeconds: ctx.config.invitationTtlSeconds },
+        { organizationId: principal.organizationId, email: input.email, role: input.role, invitedBy: creatorOf(principal), ttlSeconds: ctx.config.invitationTtlSeconds },
         cap,
         new Date(ctx.now),
       ),
@@ -172,10 +172,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
         account = { passwordHash: await passwords.hash(input.password, owner) }
       }
     } catch (error) {
-      if (error instanceof HashingBusyError) {
-        throw new HttpError(error.reason === 'share' ? 429 : 503, 'Too many password operations in progress; retry shortly', { headers: { 'Retry-After': '1' } })
-      }
-      throw error
+      throw hashingBusyError(error, { share: hashingBusy(429), overload: hashingBusy(503) })
     }
     const result = await acceptInvitation(ctx.deps.db, invitation, account, now)
     if (result.outcome !== 'accepted') throw new HttpError(400, INVITATION_REFUSED)

@@ -31,7 +31,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
   return {
     name: 'product',
     routes: [
-      ...authRoutes(config, credentials, passwords),
+      ...authRoutes(config.loginRateLimit, credentials, passwords),
       ...policyRoutes(guard),
       ...keyRoutes(guard, credentials),
       ...memberRoutes(guard, credentials),
