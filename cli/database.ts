@@ -2,6 +2,7 @@
 // or, when a running server carries the command out, that server's open database.
 import { AsyncLocalStorage } from 'node:async_hooks'
 import type { Config } from '../config.ts'
+import { isPostgresUrl } from '../domain/database-url.ts'
 import { createJsonLogger, type Logger } from '../log.ts'
 import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
@@ -85,7 +86,7 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETI
 
 export function describeDatabaseError(error: unknown, config: Config): unknown {
   const e = error as Error & { code?: string }
-  if (!config.databaseUrl || !/^postgres(ql)?:\/\//.test(config.databaseUrl)) return error
+  if (!isPostgresUrl(config.databaseUrl)) return error
   const timedOut = /timeout/i.test(e?.message ?? '')
   if (!CONNECTION_CODES.has(e?.code ?? '') && !timedOut) return error
   return new DatabaseUnreachableError(

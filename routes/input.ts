@@ -5,7 +5,9 @@
 // piece here accepts exactly what the code after it can handle and answers a clear 400 for the
 // rest, so a crafted value never becomes a 500.
 import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from '@oslojs/encoding'
+import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
+import { readUuid } from '../domain/uuid.ts'
 import { HttpError } from '../http/errors.ts'
 
 /**
@@ -151,4 +153,12 @@ export function decodeCursor<S extends v.GenericSchema>(cursor: string, schema: 
   const result = v.safeParse(schema, parts)
   if (!result.success) throw new HttpError(400, CURSOR_INVALID)
   return result.output
+}
+
+/**
+ * The id a path parameter names, lower-cased, or null when it is no UUID (the caller answers the
+ * same 404 as for an id that does not exist).
+ */
+export function pathId(request: IRequest, name: string): string | null {
+  return readUuid(String(request.params[name] ?? ''))
 }

@@ -13,7 +13,7 @@ import { hashSecret, secretKind } from '../storage/secrets.ts'
 import { hashingBusyError, protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readBody, readInput, unknownField, validateInput } from '../http/body.ts'
-import { UUID } from '../domain/uuid.ts'
+import { pathId } from './input.ts'
 import { creatorOf, type Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
@@ -135,8 +135,8 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
   }
 
   async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const id = String(request.params.invitation_id ?? '')
-    const invitation = UUID.test(id) ? await findOpenInvitation(ctx.deps.db, principal.organizationId, id.toLowerCase(), new Date(ctx.now)) : null
+    const id = pathId(request, 'invitation_id')
+    const invitation = id ? await findOpenInvitation(ctx.deps.db, principal.organizationId, id, new Date(ctx.now)) : null
     if (!invitation) throw new HttpError(404, INVITATION_NOT_FOUND)
     assertMayManage(principal, invitation.role)
     if (!(await revokeInvitation(ctx.deps.db, principal.organizationId, invitation.id, new Date(ctx.now)))) throw new HttpError(404, INVITATION_NOT_FOUND)

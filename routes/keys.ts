@@ -9,12 +9,11 @@ import { protectedErrors, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { ROLE_RANK } from '../domain/roles.ts'
-import { UUID } from '../domain/uuid.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { Timestamp } from './input.ts'
+import { pathId, Timestamp } from './input.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 export const KEY_NOT_FOUND = 'API key not found'
@@ -107,8 +106,8 @@ function assertRoleWithin(principal: Principal, role: Role, what: string): void 
 }
 
 async function targetKey(request: IRequest, ctx: RequestContext, principal: Principal): Promise<ApiKeyRecord> {
-  const id = String(request.params.key_id ?? '')
-  const key = UUID.test(id) ? await findApiKey(ctx.deps.db, principal.organizationId, id.toLowerCase()) : null
+  const id = pathId(request, 'key_id')
+  const key = id ? await findApiKey(ctx.deps.db, principal.organizationId, id) : null
   if (!key) throw new HttpError(404, KEY_NOT_FOUND)
   return key
 }

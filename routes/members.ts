@@ -9,7 +9,7 @@ import { changeMembership, findMember, listMembers, type Member } from '../stora
 import { protectedErrors, RoleSchema, type Guard } from './access.ts'
 import { noContent } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
-import { UUID } from '../domain/uuid.ts'
+import { pathId } from './input.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
@@ -44,8 +44,8 @@ function assertMayManage(principal: Principal, ...roles: Role[]): void {
 }
 
 async function targetMember(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Member> {
-  const id = String(request.params.user_id ?? '')
-  const member = UUID.test(id) ? await findMember(ctx.deps.db, principal.organizationId, id.toLowerCase()) : null
+  const id = pathId(request, 'user_id')
+  const member = id ? await findMember(ctx.deps.db, principal.organizationId, id) : null
   if (!member) throw new HttpError(404, MEMBER_NOT_FOUND)
   return member
 }

@@ -2,6 +2,7 @@
 import { mkdirSync } from 'node:fs'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
+import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Logger } from '../log.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
 import { migrations } from './migrations/index.ts'
@@ -59,7 +60,7 @@ export function createPostgresPool(url: string, logger: Logger, max = 10): pg.Po
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const url = options.databaseUrl
-  if (url && /^postgres(ql)?:\/\//.test(url)) {
+  if (isPostgresUrl(url)) {
     const pool = createPostgresPool(url, options.logger, options.maxConnections)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     return { db, kind: 'postgres', pool, close: () => db.destroy() }

@@ -6,7 +6,8 @@ import type { Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import type { Database, Role } from './schema.ts'
 import { generateSecret, hashSecret } from './secrets.ts'
-import { createUserUnlessExists, normalizeUserEmail, type Member } from './users.ts'
+import { normalizeEmail } from '../domain/email.ts'
+import { createUserUnlessExists, type Member } from './users.ts'
 
 /** What an inviter sees: only what they typed, and the invitation's own dates. */
 export interface Invitation {
@@ -42,7 +43,7 @@ export async function createInvitation(
   now: Date,
 ): Promise<InviteOutcome> {
   const email = input.email.trim()
-  const normalized = normalizeUserEmail(email)
+  const normalized = normalizeEmail(email)
   return db.transaction().execute(async (trx): Promise<InviteOutcome> => {
     await lockOrganization(trx, input.organizationId)
     await trx

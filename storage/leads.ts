@@ -1,5 +1,6 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
 import { sql, type Kysely } from 'kysely'
+import { normalizeEmail } from '../domain/email.ts'
 import type { Database, DemoRequestTable } from './schema.ts'
 
 /** A demo request as the route hands it over; the server adds the normalized email and time. */
@@ -10,11 +11,6 @@ export interface NewSubscription {
   source: string | null
   analytics_distinct_id: string | null
   via: string
-}
-
-/** The duplicate key of a lead: the email trimmed and lower-cased. */
-export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase()
 }
 
 /**

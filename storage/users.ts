@@ -1,5 +1,6 @@
 // Users and their memberships (user, organization, role). Knows nothing of HTTP.
 import type { Kysely } from 'kysely'
+import { normalizeEmail } from '../domain/email.ts'
 import type { Database, Role } from './schema.ts'
 
 export interface User {
@@ -13,11 +14,6 @@ export interface Membership {
   role: Role
 }
 
-/** Sign-in key: the email trimmed and lower-cased. */
-export function normalizeUserEmail(email: string): string {
-  return email.trim().toLowerCase()
-}
-
 /** Creates the user, or returns the existing one with that email (its password unchanged). */
 export async function createUserUnlessExists(
   db: Kysely<Database>,
@@ -27,7 +23,7 @@ export async function createUserUnlessExists(
 ): Promise<{ user: User; created: boolean }> {
   const inserted = await db
     .insertInto('users')
-    .values({ id: crypto.randomUUID(), email: email.trim(), email_normalized: normalizeUserEmail(email), password_hash: passwordHash, created_at: now })
+    .values({ id: crypto.randomUUID(), email: email.trim(), email_normalized: normalizeEmail(email), password_hash: passwordHash, created_at: now })
     .onConflict((oc) => oc.column('email_normalized').doNothing())
     .returning(['id', 'email', 'password_hash'])
     .executeTakeFirst()
@@ -41,7 +37,7 @@ export async function findUserByEmail(db: Kysely<Database>, email: string): Prom
   const row = await db
     .selectFrom('users')
     .select(['id', 'email', 'password_hash'])
-    .where('email_normalized', '=', normalizeUserEmail(email))
+    .where('email_normalized', '=', normalizeEmail(email))
     .executeTakeFirst()
   return row ?? null
 }

@@ -2,14 +2,11 @@
 // from another origin, reads every answer (errors included), and one client cannot flood the forms.
 import t from 'tap'
 import { createTestApp, FakeClock, openTestDatabase, type TestApp } from './helpers.ts'
+import { nextEmail } from './helpers.ts'
 
 const database = await openTestDatabase(t)
 
-let counter = 0
-function uniqueEmail(prefix = 'cors'): string {
-  counter++
-  return `${prefix}-${counter}-${process.pid}@example.com`
-}
+const uniqueEmail = (prefix = 'cors'): string => nextEmail(prefix)
 
 const SITE = 'https://www.example.com'
 const EXPOSED = ['Retry-After', 'Deprecation', 'Sunset', 'Link']

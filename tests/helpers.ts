@@ -182,3 +182,11 @@ export async function bodyOf(response: Response): Promise<unknown> {
     throw new Error(`response body is not JSON: ${text.slice(0, 200)}`)
   }
 }
+
+let emails = 0
+
+/** An email no other test of this process uses: `prefix-N-pid@example.com`. */
+export function nextEmail(prefix: string): string {
+  emails++
+  return `${prefix}-${emails}-${process.pid}@example.com`
+}

@@ -9,14 +9,11 @@ import { createHandler } from '../server.ts'
 import { createPostgresPool } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'
 import { createTestApp, FakeClock, memoryLogger, TEST_DATABASE_URL, testConfig } from './helpers.ts'
+import { nextEmail } from './helpers.ts'
 
 const app = await createTestApp(t, { env: { LOG_LEVEL: 'info' } })
 
-let counter = 0
-function uniqueEmail(prefix = 'hard'): string {
-  counter++
-  return `${prefix}-${counter}-${process.pid}@example.com`
-}
+const uniqueEmail = (prefix = 'hard'): string => nextEmail(prefix)
 
 function demo(email: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { first_name: 'Ada', last_name: 'Lovelace', email, company: 'Analytical Engines', linkedin: 'https://www.linkedin.com/in/ada', ...extra }

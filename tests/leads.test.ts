@@ -2,15 +2,12 @@
 // checked through the handler (no port) on a real database (PGlite, or TEST_DATABASE_URL).
 import t from 'tap'
 import { createTestApp, DATABASE_KIND, type TestApp } from './helpers.ts'
+import { nextEmail } from './helpers.ts'
 
 const app = await createTestApp(t)
 
-let counter = 0
 /** A fresh address per test: the file shares one database. */
-function uniqueEmail(prefix = 'lead'): string {
-  counter++
-  return `${prefix}-${counter}-${process.pid}@example.com`
-}
+const uniqueEmail = (prefix = 'lead'): string => nextEmail(prefix)
 
 function demo(email: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {

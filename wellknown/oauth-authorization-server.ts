@@ -1,6 +1,6 @@
 // RFC 8414 OAuth 2.0 Authorization Server Metadata.
 import type { Config } from '../config.ts'
-import { PRODUCT_SCOPES } from './oauth-protected-resource.ts'
+import { SCOPES } from '../domain/scopes.ts'
 
 export interface AuthorizationServerMetadata {
   readonly issuer: string
@@ -30,7 +30,7 @@ export function buildAuthorizationServerMetadata(config: Config, options: { revo
     token_endpoint: `${config.productApiUrl}/auth/login`,
     grant_types_supported: ['client_credentials', 'refresh_token'],
     token_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
-    scopes_supported: [...PRODUCT_SCOPES],
+    scopes_supported: [...SCOPES],
     response_types_supported: [],
     service_documentation: `${config.appUrl}/llms.txt`,
   }

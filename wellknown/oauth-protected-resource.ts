@@ -1,8 +1,8 @@
 // RFC 9728 OAuth 2.0 Protected Resource Metadata for the product API.
 import type { Config } from '../config.ts'
+import { SCOPES } from '../domain/scopes.ts'
 
 /** Scopes of the product API; they map to role permissions (docs/api.md). */
-export const PRODUCT_SCOPES = Object.freeze(['policies:read', 'policies:write', 'keys:manage', 'members:manage'] as const)
 
 export interface ProtectedResourceMetadata {
   readonly resource: string
@@ -25,7 +25,7 @@ export function buildProtectedResourceMetadata(config: Config, resource: string 
     authorization_servers: [config.appUrl],
     // Tokens are accepted only in the Authorization header (docs/api.md; RFC 6750 §2.1).
     bearer_methods_supported: ['header'],
-    scopes_supported: [...PRODUCT_SCOPES],
+    scopes_supported: [...SCOPES],
     resource_name: 'Steward product API',
     resource_documentation: `${config.appUrl}/llms.txt`,
   }
