@@ -1,7 +1,25 @@
 // Configuration: read once from the environment at start-up, validated, frozen and passed down.
-// Nothing else in the code base reads the environment.
+// Nothing else in the code base reads the environment. Every setting is a valibot schema over its
+// environment variable (an empty value counts as unset); `Config` is the type those schemas give.
 import { readFileSync } from 'node:fs'
+import * as v from 'valibot'
+import { isPostgresUrl } from './domain/database-url.ts'
 import type { Lifecycle, LifecycleEntry } from './domain/lifecycle.ts'
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+/** A whole number in [min, max]; unset: `fallback`. */
+function integer(name: string, fallback: number, min: number, max: number) {
+  const range = (issue: v.BaseIssue<unknown>) => `${name} must be between ${min} and ${max}, got ${String(issue.input)}`
+  return v.optional(
+    v.pipe(v.string(), v.regex(/^\d+$/, (issue) => `${name} must be a whole number, got "${String(issue.input)}"`), v.transform(Number), v.minValue(min, range), v.maxValue(max, range)),
+    String(fallback),
+  )
+}
 
 export interface RateLimitRule {
   /** Requests allowed per window. */
@@ -10,155 +28,221 @@ export interface RateLimitRule {
   readonly windowSeconds: number
 }
 
-export interface Config {
-  readonly port: number
-  readonly host: string
-  /** postgres://… for PostgreSQL, memory:// for in-memory PGlite, null for PGlite under dataDir. */
-  readonly databaseUrl: string | null
-  readonly dataDir: string
-  /** Public URLs of the three surfaces, without a trailing slash. */
-  readonly baseUrl: string
-  readonly productApiUrl: string
-  readonly appUrl: string
-  /** "*" (any origin, no credentials) or an allow-list of exact origins. */
-  readonly corsOrigins: '*' | readonly string[]
-  /** Peers whose X-Forwarded-For / X-Forwarded-Proto are believed ("*" = any peer). */
-  readonly trustProxy: '*' | readonly string[]
-  readonly tlsCertFile: string | null
-  readonly tlsKeyFile: string | null
-  /** Accept plain HTTP from non-loopback peers on the product API (only for isolated networks). */
-  readonly allowInsecureHttp: boolean
-  readonly bodyLimitBytes: number
-  /** The whole request body must arrive within this many milliseconds, or the answer is 408. */
-  readonly bodyTimeoutMs: number
-  /** The request line and headers must arrive within this many milliseconds (Node; Bun: idle timeout). */
-  readonly headersTimeoutMs: number
-  /** Open connections accepted at once (Node); the excess is refused with 503 at connect time. */
-  readonly maxConnections: number
-  /** Open connections accepted at once from one client address (Node; trusted proxies exempt). */
-  readonly maxConnectionsPerClient: number
-  readonly leadRateLimit: RateLimitRule
-  readonly apiRateLimit: RateLimitRule
-  readonly loginRateLimit: RateLimitRule
-  /** Product API requests per organization, summed over all its credentials (API_ORG_RATE_LIMIT). */
-  readonly apiOrgRateLimit: RateLimitRule
-  /** Active (not revoked, not expired) API keys per organization (MAX_KEYS_PER_ORG). */
-  readonly maxKeysPerOrg: number
-  /** Policies per organization (MAX_POLICIES_PER_ORG). */
-  readonly maxPoliciesPerOrg: number
-  /** Members plus open invitations per organization (MAX_MEMBERS_PER_ORG). */
-  readonly maxMembersPerOrg: number
-  /** Agents per organization (MAX_AGENTS_PER_ORG), for the agent registry. */
-  readonly maxAgentsPerOrg: number
-  /** Live sign-in sessions (refresh-token families) per user; a new one past it ends the oldest (MAX_SESSIONS_PER_USER). */
-  readonly maxSessionsPerUser: number
-  /** Seconds an invitation secret stays valid (INVITATION_TTL). */
-  readonly invitationTtlSeconds: number
-  /** IPv6 clients are counted per network of this many leading bits by every per-client limit (0–128). */
-  readonly rateLimitIpv6Prefix: number
-  readonly accessTokenTtlSeconds: number
-  readonly refreshTokenTtlSeconds: number
-  /** log2 of the scrypt cost N for passwords (OWASP: 17). Lower only for tests. */
-  readonly passwordHashCost: number
-  /** Password hashes computed at once; the rest wait in a queue served one client at a time. */
-  readonly passwordHashConcurrency: number
-  /** Password hashes waiting at most, over all clients. */
-  readonly passwordHashQueue: number
-  /** Password hashes one client (address, or IPv6 network) may have running or waiting. */
-  readonly passwordHashPerClient: number
-  /** Password hashes one account (email) may have running or waiting, from all clients together. */
-  readonly passwordHashPerAccount: number
-  readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
-  readonly lifecycle: Lifecycle
-  readonly contactEmail: string
+/** "LIMIT/SECONDS", both at least 1. */
+function rateLimit(name: string, fallback: string) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\s*\d+\/\d+\s*$/, (issue) => `${name} must look like "LIMIT/SECONDS" (e.g. "20/60"), got "${String(issue.input)}"`),
+      v.transform((text): RateLimitRule => {
+        const [limit, windowSeconds] = text.trim().split('/').map(Number) as [number, number]
+        return Object.freeze({ limit, windowSeconds })
+      }),
+      v.check((rule) => rule.limit >= 1 && rule.windowSeconds >= 1, `${name} needs a limit and a window of at least 1`),
+    ),
+    fallback,
+  )
 }
 
-export class ConfigError extends Error {
-  override name = 'ConfigError'
+/** An absolute http(s) URL without query or fragment, trailing slashes dropped; unset: derived later. */
+function publicUrl(name: string) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.check((raw) => URL.canParse(raw), (issue) => `${name} must be an absolute URL, got "${String(issue.input)}"`),
+      v.check((raw) => !URL.canParse(raw) || ['http:', 'https:'].includes(new URL(raw).protocol), `${name} must be an http(s) URL`),
+      v.check((raw) => !URL.canParse(raw) || (!new URL(raw).search && !new URL(raw).hash), `${name} must not have a query or fragment (RFC 8414 §2)`),
+      v.transform((raw) => raw.replace(/\/+$/, '')),
+    ),
+  )
 }
 
-type Env = Readonly<Record<string, string | undefined>>
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return fallback
-  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`)
-  const value = Number(raw)
-  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`)
-  return value
+/** A comma-separated list, blanks dropped, each item checked by `item`. */
+function list<S extends v.GenericSchema<string, string>>(item: S) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((raw) => raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')),
+      v.array(item),
+    ),
+    '',
+  )
 }
 
-function rateLimit(env: Env, name: string, fallback: RateLimitRule): RateLimitRule {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return Object.freeze({ ...fallback })
-  const match = /^(\d+)\/(\d+)$/.exec(raw.trim())
-  if (!match) throw new ConfigError(`${name} must look like "LIMIT/SECONDS" (e.g. "20/60"), got "${raw}"`)
-  const limit = Number(match[1])
-  const windowSeconds = Number(match[2])
-  if (limit < 1 || windowSeconds < 1) throw new ConfigError(`${name} needs a limit and a window of at least 1`)
-  return Object.freeze({ limit, windowSeconds })
-}
+const ORIGIN = /^https?:\/\/[^/]+$/
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
-function publicUrl(env: Env, name: string, fallback: string): string {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return fallback
-  let url: URL
-  try {
-    url = new URL(raw)
-  } catch {
-    throw new ConfigError(`${name} must be an absolute URL, got "${raw}"`)
+/** The environment variables, each as its schema gives it. */
+const EnvSchema = v.object({
+  PORT: integer('PORT', 8080, 0, 65535),
+  HOST: v.optional(v.string(), '0.0.0.0'),
+  DATABASE_URL: v.nullish(
+    v.pipe(v.string(), v.check((url) => isPostgresUrl(url) || /^memory:\/\//.test(url), 'DATABASE_URL must start with postgres://, postgresql:// or memory://')),
+    null,
+  ),
+  DATA_DIR: v.optional(v.string(), './data'),
+  BASE_URL: publicUrl('BASE_URL'),
+  PRODUCT_API_URL: publicUrl('PRODUCT_API_URL'),
+  APP_URL: publicUrl('APP_URL'),
+  CORS_ORIGINS: list(v.pipe(v.string(), v.check((origin) => origin === '*' || ORIGIN.test(origin), (issue) => `CORS_ORIGINS entries must be origins like https://example.com, got "${String(issue.input)}"`))),
+  TRUST_PROXY: list(v.string()),
+  TLS_CERT_FILE: v.nullish(v.string(), null),
+  TLS_KEY_FILE: v.nullish(v.string(), null),
+  ALLOW_INSECURE_HTTP: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  BODY_LIMIT_BYTES: integer('BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
+  BODY_TIMEOUT_MS: integer('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
+  HEADERS_TIMEOUT_MS: integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+  MAX_CONNECTIONS: integer('MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+  MAX_CONNECTIONS_PER_CLIENT: integer('MAX_CONNECTIONS_PER_CLIENT', 256, 1, 1_000_000),
+  LEAD_RATE_LIMIT: rateLimit('LEAD_RATE_LIMIT', '20/60'),
+  API_RATE_LIMIT: rateLimit('API_RATE_LIMIT', '600/60'),
+  LOGIN_RATE_LIMIT: rateLimit('LOGIN_RATE_LIMIT', '10/300'),
+  API_ORG_RATE_LIMIT: rateLimit('API_ORG_RATE_LIMIT', '6000/60'),
+  MAX_KEYS_PER_ORG: integer('MAX_KEYS_PER_ORG', 100, 1, 1_000_000),
+  MAX_POLICIES_PER_ORG: integer('MAX_POLICIES_PER_ORG', 1000, 1, 1_000_000),
+  MAX_MEMBERS_PER_ORG: integer('MAX_MEMBERS_PER_ORG', 1000, 1, 1_000_000),
+  MAX_AGENTS_PER_ORG: integer('MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
+  MAX_SESSIONS_PER_USER: integer('MAX_SESSIONS_PER_USER', 20, 1, 10_000),
+  INVITATION_TTL: integer('INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
+  RATE_LIMIT_IPV6_PREFIX: integer('RATE_LIMIT_IPV6_PREFIX', 64, 0, 128),
+  ACCESS_TOKEN_TTL: integer('ACCESS_TOKEN_TTL', 900, 60, 86_400),
+  REFRESH_TOKEN_TTL: integer('REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
+  PASSWORD_HASH_COST: integer('PASSWORD_HASH_COST', 17, 10, 20),
+  PASSWORD_HASH_CONCURRENCY: integer('PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+  PASSWORD_HASH_QUEUE: integer('PASSWORD_HASH_QUEUE', 64, 1, 10_000),
+  PASSWORD_HASH_PER_CLIENT: integer('PASSWORD_HASH_PER_CLIENT', 4, 1, 10_000),
+  PASSWORD_HASH_PER_ACCOUNT: integer('PASSWORD_HASH_PER_ACCOUNT', 4, 1, 10_000),
+  LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
+  LIFECYCLE: v.optional(v.string()),
+  LIFECYCLE_FILE: v.optional(v.string()),
+  CONTACT_EMAIL: v.optional(v.string(), 'security@example.com'),
+})
+
+type Settings = v.InferOutput<typeof EnvSchema>
+
+/** The configuration: what the settings give, with the defaults that depend on other settings. */
+function toConfig(env: Settings) {
+  if ((env.TLS_CERT_FILE === null) !== (env.TLS_KEY_FILE === null)) throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE go together')
+  const ownOrigin = `${env.TLS_CERT_FILE ? 'https' : 'http'}://localhost:${env.PORT}`
+  const appUrl = env.APP_URL ?? ownOrigin
+  return {
+    port: env.PORT,
+    host: env.HOST,
+    /** postgres://… for PostgreSQL, memory:// for in-memory PGlite, null for PGlite under dataDir. */
+    databaseUrl: env.DATABASE_URL,
+    dataDir: env.DATA_DIR,
+    /** Public URLs of the three surfaces, without a trailing slash. */
+    baseUrl: env.BASE_URL ?? ownOrigin,
+    productApiUrl: env.PRODUCT_API_URL ?? ownOrigin,
+    appUrl,
+    /** "*" (any origin, no credentials) or an allow-list of exact origins. */
+    corsOrigins: env.CORS_ORIGINS.length === 0 || env.CORS_ORIGINS.includes('*') ? ('*' as const) : (Object.freeze(env.CORS_ORIGINS) as readonly string[]),
+    /** Peers whose X-Forwarded-For / X-Forwarded-Proto are believed ("*" = any peer). */
+    trustProxy: env.TRUST_PROXY.includes('*') || env.TRUST_PROXY.includes('true') ? ('*' as const) : (Object.freeze(env.TRUST_PROXY) as readonly string[]),
+    tlsCertFile: env.TLS_CERT_FILE,
+    tlsKeyFile: env.TLS_KEY_FILE,
+    /** Accept plain HTTP from non-loopback peers on the product API (only for isolated networks). */
+    allowInsecureHttp: env.ALLOW_INSECURE_HTTP,
+    bodyLimitBytes: env.BODY_LIMIT_BYTES,
+    /** The whole request body must arrive within this many milliseconds, or the answer is 408. */
+    bodyTimeoutMs: env.BODY_TIMEOUT_MS,
+    /** The request line and headers must arrive within this many milliseconds (Node; Bun: idle timeout). */
+    headersTimeoutMs: env.HEADERS_TIMEOUT_MS,
+    /** Open connections accepted at once (Node); the excess is refused with 503 at connect time. */
+    maxConnections: env.MAX_CONNECTIONS,
+    /** Open connections accepted at once from one client address (Node; trusted proxies exempt). */
+    maxConnectionsPerClient: env.MAX_CONNECTIONS_PER_CLIENT,
+    leadRateLimit: env.LEAD_RATE_LIMIT,
+    apiRateLimit: env.API_RATE_LIMIT,
+    loginRateLimit: env.LOGIN_RATE_LIMIT,
+    /** Product API requests per organization, summed over all its credentials. */
+    apiOrgRateLimit: env.API_ORG_RATE_LIMIT,
+    /** Active (not revoked, not expired) API keys per organization. */
+    maxKeysPerOrg: env.MAX_KEYS_PER_ORG,
+    maxPoliciesPerOrg: env.MAX_POLICIES_PER_ORG,
+    /** Members plus open invitations per organization. */
+    maxMembersPerOrg: env.MAX_MEMBERS_PER_ORG,
+    maxAgentsPerOrg: env.MAX_AGENTS_PER_ORG,
+    /** Live sign-in sessions (refresh-token families) per user; a new one past it ends the oldest. */
+    maxSessionsPerUser: env.MAX_SESSIONS_PER_USER,
+    invitationTtlSeconds: env.INVITATION_TTL,
+    /** IPv6 clients are counted per network of this many leading bits by every per-client limit. */
+    rateLimitIpv6Prefix: env.RATE_LIMIT_IPV6_PREFIX,
+    accessTokenTtlSeconds: env.ACCESS_TOKEN_TTL,
+    refreshTokenTtlSeconds: env.REFRESH_TOKEN_TTL,
+    /** log2 of the scrypt cost N for passwords (OWASP: 17). Lower only for tests. */
+    passwordHashCost: env.PASSWORD_HASH_COST,
+    passwordHashConcurrency: env.PASSWORD_HASH_CONCURRENCY,
+    passwordHashQueue: env.PASSWORD_HASH_QUEUE,
+    passwordHashPerClient: env.PASSWORD_HASH_PER_CLIENT,
+    passwordHashPerAccount: env.PASSWORD_HASH_PER_ACCOUNT,
+    logLevel: env.LOG_LEVEL,
+    lifecycle: readLifecycle(env, appUrl),
+    contactEmail: env.CONTACT_EMAIL,
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an http(s) URL`)
-  if (url.search || url.hash) throw new ConfigError(`${name} must not have a query or fragment (RFC 8414 §2)`)
-  return raw.replace(/\/+$/, '')
 }
 
-function list(raw: string | undefined): string[] {
-  return (raw ?? '').split(',').map((item) => item.trim()).filter((item) => item !== '')
-}
+/** The configuration, as the schemas above give it. */
+export type Config = Readonly<ReturnType<typeof toConfig>>
 
-function date(value: unknown, where: string): Date {
-  if (typeof value !== 'string' && typeof value !== 'number') throw new ConfigError(`${where} must be an ISO date`)
-  const parsed = new Date(value)
-  if (Number.isNaN(parsed.getTime())) throw new ConfigError(`${where} is not a valid date: ${String(value)}`)
-  return parsed
-}
+/** A date in a lifecycle entry: an ISO string or epoch milliseconds. */
+const LifecycleDate = v.pipe(
+  v.unknown(),
+  v.check((value) => typeof value === 'string' || typeof value === 'number', ' must be an ISO date'),
+  v.check((value) => !Number.isNaN(new Date(value as string).getTime()), (issue) => ` is not a valid date: ${String(issue.input)}`),
+  v.transform((value) => new Date(value as string)),
+)
 
-function optionalString(value: unknown, where: string): string | null {
-  if (value === undefined || value === null) return null
-  if (typeof value !== 'string' || value === '') throw new ConfigError(`${where} must be a non-empty string`)
-  return value
-}
+const OptionalText = v.nullish(v.pipe(v.string(' must be a non-empty string'), v.nonEmpty(' must be a non-empty string')), null)
 
-function lifecycleEntry(raw: unknown, where: string): LifecycleEntry {
-  if (typeof raw !== 'object' || raw === null) throw new ConfigError(`${where} must be an object`)
-  const entry = raw as Record<string, unknown>
-  const deprecation = date(entry.deprecation, `${where}.deprecation`)
-  const sunset = entry.sunset === undefined || entry.sunset === null ? null : date(entry.sunset, `${where}.sunset`)
+const LifecycleEntrySchema = v.pipe(
+  v.object(
+    {
+      // A missing deprecation reaches the date check (as null) and is named there.
+      deprecation: v.optional(LifecycleDate, () => null),
+      sunset: v.nullish(LifecycleDate, null),
+      deprecationLink: OptionalText,
+      sunsetLink: OptionalText,
+      replacement: OptionalText,
+    },
+    ' must be an object',
+  ),
   // RFC 8594 §3 / RFC 9745 §3: a sunset before its deprecation is a configuration error.
-  if (sunset && sunset.getTime() < deprecation.getTime()) {
-    throw new ConfigError(`${where}: sunset (${sunset.toISOString()}) precedes deprecation (${deprecation.toISOString()})`)
-  }
-  return Object.freeze({
-    deprecation,
-    sunset,
-    deprecationLink: optionalString(entry.deprecationLink, `${where}.deprecationLink`),
-    sunsetLink: optionalString(entry.sunsetLink, `${where}.sunsetLink`),
-    replacement: optionalString(entry.replacement, `${where}.replacement`),
-  })
+  v.check(
+    (entry) => entry.sunset === null || entry.sunset.getTime() >= entry.deprecation.getTime(),
+    (issue) => {
+      const entry = issue.input as { sunset: Date; deprecation: Date }
+      return `: sunset (${entry.sunset.toISOString()}) precedes deprecation (${entry.deprecation.toISOString()})`
+    },
+  ),
+  v.transform((entry): LifecycleEntry => Object.freeze(entry)),
+)
+
+const LifecycleSection = v.nullish(
+  v.pipe(
+    v.record(v.string(), LifecycleEntrySchema, ' must be an object'),
+    v.transform((entries) => Object.freeze(Object.assign(Object.create(null) as Record<string, LifecycleEntry>, entries))),
+  ),
+  {},
+)
+
+const LifecycleSchema = v.pipe(
+  v.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), ' must be a JSON object'),
+  v.object({ routes: LifecycleSection, versions: LifecycleSection }),
+  v.transform((lifecycle): Lifecycle => Object.freeze(lifecycle)),
+)
+
+/** `lifecycle.routes["/x"].sunset`: where in the lifecycle JSON an issue is. */
+function lifecyclePath(issue: v.BaseIssue<unknown>): string {
+  return (issue.path ?? []).map((item, depth) => (depth === 1 ? `["${String(item.key)}"]` : `.${String(item.key)}`)).join('')
 }
 
+/** Parses the lifecycle JSON (docs/api.md, versioning and lifecycle); a problem names where it is. */
 export function parseLifecycle(raw: unknown): Lifecycle {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('lifecycle must be a JSON object')
-  const source = raw as Record<string, unknown>
-  const section = (name: 'routes' | 'versions'): Record<string, LifecycleEntry> => {
-    const value = source[name] ?? {}
-    if (typeof value !== 'object' || value === null) throw new ConfigError(`lifecycle.${name} must be an object`)
-    const out: Record<string, LifecycleEntry> = Object.create(null)
-    for (const [key, entry] of Object.entries(value)) out[key] = lifecycleEntry(entry, `lifecycle.${name}["${key}"]`)
-    return Object.freeze(out)
-  }
-  return Object.freeze({ routes: section('routes'), versions: section('versions') })
+  const result = v.safeParse(LifecycleSchema, raw)
+  if (result.success) return result.output
+  const issue = result.issues[0]
+  throw new ConfigError(`lifecycle${lifecyclePath(issue)}${issue.message}`)
 }
 
 /** The shipped lifecycle: the legacy /waitlist alias is deprecated in favour of /newsletter. */
@@ -177,7 +261,7 @@ export function defaultLifecycle(appUrl: string): unknown {
   }
 }
 
-function readLifecycle(env: Env, appUrl: string): Lifecycle {
+function readLifecycle(env: Settings, appUrl: string): Lifecycle {
   if (env.LIFECYCLE && env.LIFECYCLE_FILE) throw new ConfigError('set LIFECYCLE or LIFECYCLE_FILE, not both')
   let raw: unknown = defaultLifecycle(appUrl)
   const text = env.LIFECYCLE_FILE ? readText(env.LIFECYCLE_FILE, 'LIFECYCLE_FILE') : env.LIFECYCLE
@@ -199,72 +283,11 @@ function readText(path: string, name: string): string {
   }
 }
 
-const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
-
+/** Reads and validates the configuration from `env` (unset or empty: the default). */
 export function loadConfig(env: Env = {}): Config {
-  const port = integer(env, 'PORT', 8080, 0, 65535)
-  const host = env.HOST || '0.0.0.0'
-  const tlsCertFile = env.TLS_CERT_FILE || null
-  const tlsKeyFile = env.TLS_KEY_FILE || null
-  if ((tlsCertFile === null) !== (tlsKeyFile === null)) throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE go together')
-  const ownOrigin = `${tlsCertFile ? 'https' : 'http'}://localhost:${port}`
-  const appUrl = publicUrl(env, 'APP_URL', ownOrigin)
-
-  const databaseUrl = env.DATABASE_URL || null
-  if (databaseUrl && !/^(postgres(ql)?|memory):\/\//.test(databaseUrl)) {
-    throw new ConfigError('DATABASE_URL must start with postgres://, postgresql:// or memory://')
-  }
-
-  const cors = list(env.CORS_ORIGINS)
-  for (const origin of cors) {
-    if (origin !== '*' && !/^https?:\/\/[^/]+$/.test(origin)) {
-      throw new ConfigError(`CORS_ORIGINS entries must be origins like https://example.com, got "${origin}"`)
-    }
-  }
-  const trust = list(env.TRUST_PROXY)
-
-  const logLevel = (env.LOG_LEVEL || 'info') as Config['logLevel']
-  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`)
-
-  const config: Config = {
-    port,
-    host,
-    databaseUrl,
-    dataDir: env.DATA_DIR || './data',
-    baseUrl: publicUrl(env, 'BASE_URL', ownOrigin),
-    productApiUrl: publicUrl(env, 'PRODUCT_API_URL', ownOrigin),
-    appUrl,
-    corsOrigins: cors.length === 0 || cors.includes('*') ? '*' : Object.freeze(cors),
-    trustProxy: trust.includes('*') || trust.includes('true') ? '*' : Object.freeze(trust),
-    tlsCertFile,
-    tlsKeyFile,
-    allowInsecureHttp: env.ALLOW_INSECURE_HTTP === 'true',
-    bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
-    bodyTimeoutMs: integer(env, 'BODY_TIMEOUT_MS', 10_000, 100, 600_000),
-    headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
-    maxConnections: integer(env, 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
-    maxConnectionsPerClient: integer(env, 'MAX_CONNECTIONS_PER_CLIENT', 256, 1, 1_000_000),
-    leadRateLimit: rateLimit(env, 'LEAD_RATE_LIMIT', { limit: 20, windowSeconds: 60 }),
-    apiRateLimit: rateLimit(env, 'API_RATE_LIMIT', { limit: 600, windowSeconds: 60 }),
-    loginRateLimit: rateLimit(env, 'LOGIN_RATE_LIMIT', { limit: 10, windowSeconds: 300 }),
-    apiOrgRateLimit: rateLimit(env, 'API_ORG_RATE_LIMIT', { limit: 6000, windowSeconds: 60 }),
-    maxKeysPerOrg: integer(env, 'MAX_KEYS_PER_ORG', 100, 1, 1_000_000),
-    maxPoliciesPerOrg: integer(env, 'MAX_POLICIES_PER_ORG', 1000, 1, 1_000_000),
-    maxMembersPerOrg: integer(env, 'MAX_MEMBERS_PER_ORG', 1000, 1, 1_000_000),
-    maxAgentsPerOrg: integer(env, 'MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
-    maxSessionsPerUser: integer(env, 'MAX_SESSIONS_PER_USER', 20, 1, 10_000),
-    invitationTtlSeconds: integer(env, 'INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
-    rateLimitIpv6Prefix: integer(env, 'RATE_LIMIT_IPV6_PREFIX', 64, 0, 128),
-    accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 900, 60, 86_400),
-    refreshTokenTtlSeconds: integer(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 300, 365 * 86_400),
-    passwordHashCost: integer(env, 'PASSWORD_HASH_COST', 17, 10, 20),
-    passwordHashConcurrency: integer(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
-    passwordHashQueue: integer(env, 'PASSWORD_HASH_QUEUE', 64, 1, 10_000),
-    passwordHashPerClient: integer(env, 'PASSWORD_HASH_PER_CLIENT', 4, 1, 10_000),
-    passwordHashPerAccount: integer(env, 'PASSWORD_HASH_PER_ACCOUNT', 4, 1, 10_000),
-    logLevel,
-    lifecycle: readLifecycle(env, appUrl),
-    contactEmail: env.CONTACT_EMAIL || 'security@example.com',
-  }
-  return Object.freeze(config)
+  const given: Record<string, string> = {}
+  for (const [name, value] of Object.entries(env)) if (value !== undefined && value !== '') given[name] = value
+  const result = v.safeParse(EnvSchema, given)
+  if (!result.success) throw new ConfigError(result.issues[0].message)
+  return Object.freeze(toConfig(result.output))
 }
