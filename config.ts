@@ -77,7 +77,7 @@ const EnvSchema = v.object({
   PORT: integer('PORT', 8080, 0, 65535),
   HOST: v.optional(v.string(), '0.0.0.0'),
   DATABASE_URL: v.nullish(
-    v.pipe(v.string(), v.check((url) => isPostgresUrl(url) || /^memory:\/\//.test(url), 'DATABASE_URL must start with postgres://, postgresql:// or memory://')),
+    v.pipe(v.string(), v.check((url) => url.startsWith('memory://') || isPostgresUrl(url), 'DATABASE_URL must start with postgres://, postgresql:// or memory://')),
     null,
   ),
   DATA_DIR: v.optional(v.string(), './data'),

@@ -69,7 +69,7 @@ async function serveDeno(deno: any, app: Handler, config: Config, tls: Tls): Pro
       {
         port: config.port,
         hostname: config.host,
-        ...(tls ?? {}),
+        ...tls,
         onListen: (addr: { port: number }) => {
           port = addr.port
           resolve()

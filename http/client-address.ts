@@ -83,7 +83,7 @@ function parseIpv6(text: string): number[] | null {
   const tail = parseGroups(halves[1]!, true)
   // "::" stands for at least one group of zeros.
   if (!head || !tail || head.length + tail.length > 7) return null
-  return [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail]
+  return [...head, ...Array.from({ length: 8 - head.length - tail.length }, () => 0), ...tail]
 }
 
 function isIpv4Mapped(groups: readonly number[]): boolean {

@@ -16,7 +16,7 @@ const SCOPES = ['policies:read', 'policies:write', 'keys:manage', 'members:manag
 /** A member with no value (null, "", [], {}) must be omitted (RFC 9728 §2, RFC 8414 §3.2). */
 function emptyMembers(body: Record<string, unknown>, allowed: string[] = []): string[] {
   return Object.entries(body)
-    .filter(([key, value]) => !allowed.includes(key))
+    .filter(([key]) => !allowed.includes(key))
     .filter(([, value]) => value === null || value === '' || (Array.isArray(value) && value.length === 0) || (typeof value === 'object' && value !== null && Object.keys(value).length === 0))
     .map(([key]) => key)
 }

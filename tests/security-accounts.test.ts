@@ -47,7 +47,7 @@ t.test('the invite answer is the same for an email with an account elsewhere and
   const unknown = await invite(app, vars.ADMIN_KEY_A!, 'nobody-here@example.com')
   t.equal(known.status, 201)
   t.equal(unknown.status, 201)
-  const strip = ({ invitation_id, token, email, ...rest }: any) => {
+  const strip = ({ invitation_id, token, email: _email, ...rest }: any) => {
     t.match(invitation_id, /^[0-9a-f-]{36}$/)
     t.match(token, /^stw_inv_/)
     return rest
