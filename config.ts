@@ -246,7 +246,7 @@ export function parseLifecycle(raw: unknown): Lifecycle {
 }
 
 /** The shipped lifecycle: the legacy /waitlist alias is deprecated in favour of /newsletter. */
-export function defaultLifecycle(appUrl: string): unknown {
+function defaultLifecycle(appUrl: string): unknown {
   return {
     routes: {
       '/waitlist': {

@@ -78,13 +78,13 @@ export async function openLockedDatabase(config: Config, role: HolderRole, logge
 }
 
 /** A database that cannot be reached, named by the setting that chose it (password masked). */
-export class DatabaseUnreachableError extends Error {
+class DatabaseUnreachableError extends Error {
   override name = 'DatabaseUnreachableError'
 }
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', '28P01', '28000', '3D000'])
 
-export function describeDatabaseError(error: unknown, config: Config): unknown {
+function describeDatabaseError(error: unknown, config: Config): unknown {
   const e = error as Error & { code?: string }
   if (!isPostgresUrl(config.databaseUrl)) return error
   const timedOut = /timeout/i.test(e?.message ?? '')
@@ -96,7 +96,7 @@ export function describeDatabaseError(error: unknown, config: Config): unknown {
 }
 
 /** The URL with its password replaced, for messages and logs. */
-export function maskUrl(url: string): string {
+function maskUrl(url: string): string {
   try {
     const parsed = new URL(url)
     if (parsed.password) parsed.password = '***'

@@ -15,7 +15,7 @@ export const EXPORT_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof ExportedLead>
 
 /** RFC 4180 quoting, and a leading ' before = + - @ TAB CR so a spreadsheet never runs a cell as a formula (OWASP CSV injection). */
-export function csvCell(value: string | number | null): string {
+function csvCell(value: string | number | null): string {
   if (value === null) return ''
   let text = String(value)
   if (typeof value === 'string' && /^[=+\-@\t\r]/.test(text)) text = `'${text}`

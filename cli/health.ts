@@ -7,7 +7,7 @@ const POLL_MS = 200
 const ATTEMPT_TIMEOUT_MS = 2_000
 
 /** The server's own address as seen from this machine (a wildcard host is reached on loopback). */
-export function healthUrl(config: Config): string {
+function healthUrl(config: Config): string {
   if (config.port === 0) throw new UsageError('PORT is 0 (any free port): give the server\'s address with --url')
   const host = config.host === '0.0.0.0' || config.host === '' ? '127.0.0.1' : config.host === '::' ? '[::1]' : config.host.includes(':') ? `[${config.host}]` : config.host
   return `${config.tlsCertFile ? 'https' : 'http'}://${host}:${config.port}/health`

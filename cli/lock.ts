@@ -28,7 +28,7 @@ export interface Holder {
   readonly role: HolderRole | null
 }
 
-export class DataDirError extends Error {
+class DataDirError extends Error {
   override name = 'DataDirError'
 }
 

@@ -63,7 +63,7 @@ export function readHiddenLine(input: Input & { setRawMode: (mode: boolean) => u
 }
 
 /** The first line of a pipe or file; null when it ends before any line. */
-export async function readFirstLine(input: Input): Promise<string | null> {
+async function readFirstLine(input: Input): Promise<string | null> {
   const lines = createInterface({ input, terminal: false })
   try {
     for await (const line of lines) return line

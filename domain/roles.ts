@@ -11,7 +11,3 @@ export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer:
 export function lowerRole(a: Role, b: Role | null): Role {
   return b !== null && ROLE_RANK[b] < ROLE_RANK[a] ? b : a
 }
-
-export function isRole(value: string): value is Role {
-  return (ROLES as readonly string[]).includes(value)
-}

@@ -123,7 +123,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * the code cannot take: nesting deeper than 32, NUL characters (PostgreSQL rejects them in text,
  * SQLSTATE 22021), lone surrogates (stored silently as U+FFFD) and `__proto__` keys.
  */
-export function parseJsonObject(text: string): Record<string, unknown> {
+function parseJsonObject(text: string): Record<string, unknown> {
   if (text.trim() === '') throw new HttpError(400, 'Request body is empty; send a JSON object')
   let value: unknown
   try {
@@ -138,7 +138,7 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   return value as Record<string, unknown>
 }
 
-export function checkJsonValue(root: unknown): void {
+function checkJsonValue(root: unknown): void {
   const stack: Array<[unknown, number]> = [[root, 1]]
   while (stack.length > 0) {
     const [value, depth] = stack.pop()!
@@ -163,7 +163,7 @@ export function checkJsonValue(root: unknown): void {
  * What PostgreSQL text cannot hold: NUL (refused, SQLSTATE 22021) and lone UTF-16 surrogates
  * (not Unicode; stored silently as U+FFFD, so the value read back differs from the one sent).
  */
-export function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
+function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
   if (text.includes('\u0000')) return 'nul'
   if (LONE_SURROGATE.test(text)) return 'surrogate'
   return null
@@ -176,7 +176,7 @@ function checkString(value: string): void {
 }
 
 /** Body of a form post (`application/x-www-form-urlencoded`), with the same string checks. */
-export function parseForm(text: string): Record<string, string> {
+function parseForm(text: string): Record<string, string> {
   const out: Record<string, string> = Object.create(null)
   for (const [key, value] of new URLSearchParams(text)) {
     if (key === '__proto__') throw new HttpError(400, 'Request body contains the forbidden key "__proto__"')
@@ -282,7 +282,7 @@ export function bodyDoc<S extends v.GenericSchema>(schema: S, mediaTypes: readon
   return { schema, mediaTypes, required, ...extra }
 }
 
-export function issueMessage(issue: v.BaseIssue<unknown>): string {
+function issueMessage(issue: v.BaseIssue<unknown>): string {
   const path = issue.path?.map((item) => String(item.key)).join('.')
   if (path && issue.input === undefined && issue.path?.length === 1) return `Field ${path} is required`
   const message = issue.message

@@ -46,7 +46,7 @@ export interface ConnectionInfo {
 }
 const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/
 
-export function isLoopback(address: string): boolean {
+function isLoopback(address: string): boolean {
   return LOOPBACK.test(address)
 }
 

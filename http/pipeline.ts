@@ -290,7 +290,7 @@ function firstSegment(path: string): string {
  * The pathname of a request URL without parsing it again (the router already did): request.url is
  * an absolute, already-normalized URL, so the path runs from the first "/" after "//" to "?"/"#".
  */
-export function pathOf(url: string): string {
+function pathOf(url: string): string {
   const start = url.indexOf('/', url.indexOf('//') + 2)
   if (start < 0) return '/'
   let end = url.length

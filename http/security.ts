@@ -4,7 +4,7 @@ import { corsHeaders } from './cors.ts'
 import type { PipelineConfig, RequestContext } from './context.ts'
 import { setHeaders, type Reply } from './reply.ts'
 
-export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'X-Content-Type-Options': 'nosniff',
 })
 

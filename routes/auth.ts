@@ -16,7 +16,7 @@ import { clientSecret, createGrants, PasswordLoginSchema, TOKEN_HEADERS, tokenEr
 
 const TOKEN_MEDIA_TYPES: readonly BodyMediaType[] = ['application/json', 'application/x-www-form-urlencoded']
 
-export const TokenResponseSchema = v.pipe(
+const TokenResponseSchema = v.pipe(
   v.object({
     access_token: v.pipe(v.string(), v.description('Opaque bearer token (stw_at_…).')),
     token_type: v.pipe(v.literal('Bearer'), v.description('Always "Bearer" (RFC 6750).')),
@@ -35,7 +35,7 @@ export const TokenResponseSchema = v.pipe(
   v.title('TokenResponse'),
 )
 
-export const TokenErrorSchema = v.pipe(
+const TokenErrorSchema = v.pipe(
   v.object({
     status: v.pipe(v.string(), v.description('HTTP reason phrase.')),
     error: v.pipe(v.string(), v.description('RFC 6749 §5.2 code: invalid_request, invalid_client, invalid_grant, unsupported_grant_type; or too_many_requests, temporarily_unavailable.')),
@@ -60,7 +60,7 @@ export const LoginRequestSchema = v.pipe(
   v.title('LoginRequest'),
 )
 
-export const RefreshRequestSchema = v.pipe(
+const RefreshRequestSchema = v.pipe(
   v.object({
     refresh_token: v.pipe(v.string(), v.description('The current refresh token (stw_rt_…).')),
     grant_type: v.optional(v.pipe(v.literal('refresh_token'), v.description('Required in the form encoding.'))),

@@ -64,8 +64,8 @@ export function creatorOf(principal: Principal): Creator {
   return creatorString(principal.userId, principal.userId ? null : principal.keyId)
 }
 
-export const AUTHENTICATION_REQUIRED = 'Authentication required'
-export const INVALID_TOKEN = 'Invalid or expired token'
+const AUTHENTICATION_REQUIRED = 'Authentication required'
+const INVALID_TOKEN = 'Invalid or expired token'
 
 const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
@@ -143,37 +143,39 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
   }
 
   async function lookup(kind: 'key' | 'at', hash: string, now: number): Promise<Principal | null> {
-    if (kind === 'key') {
-      const key = await findActiveKeyByHash(deps.db, hash, new Date(now))
-      if (!key || !sameHash(key.secret_hash, hash)) return null
-      return {
-        organizationId: key.organization_id,
-        role: key.role,
-        kind: 'key',
-        keyId: key.id,
-        userId: null,
-        keyCreatorUserId: key.created_by_user_id,
-        familyId: null,
-        subject: `key:${key.id}`,
-        expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
-      }
+    return kind === 'key' ? lookupKey(hash, now) : lookupAccessToken(hash, now)
+  }
+
+  async function lookupKey(hash: string, now: number): Promise<Principal | null> {
+    const key = await findActiveKeyByHash(deps.db, hash, new Date(now))
+    if (!key || !sameHash(key.secret_hash, hash)) return null
+    return {
+      organizationId: key.organization_id,
+      role: key.role,
+      kind: 'key',
+      keyId: key.id,
+      userId: null,
+      keyCreatorUserId: key.created_by_user_id,
+      familyId: null,
+      subject: creatorString(null, key.id),
+      expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
     }
-    if (kind === 'at') {
-      const found = await findPrincipalByAccessHash(deps.db, hash, new Date(now))
-      if (!found || !sameHash(found.token_hash, hash)) return null
-      return {
-        organizationId: found.organization_id,
-        role: found.role,
-        kind: 'session',
-        keyId: found.api_key_id,
-        userId: found.user_id,
-        keyCreatorUserId: found.key_creator_user_id,
-        familyId: found.family_id,
-        subject: found.user_id ? `user:${found.user_id}` : `key:${found.api_key_id}`,
-        expiresAt: found.expires_at,
-      }
+  }
+
+  async function lookupAccessToken(hash: string, now: number): Promise<Principal | null> {
+    const found = await findPrincipalByAccessHash(deps.db, hash, new Date(now))
+    if (!found || !sameHash(found.token_hash, hash)) return null
+    return {
+      organizationId: found.organization_id,
+      role: found.role,
+      kind: 'session',
+      keyId: found.api_key_id,
+      userId: found.user_id,
+      keyCreatorUserId: found.key_creator_user_id,
+      familyId: found.family_id,
+      subject: found.user_id ? creatorString(found.user_id, null) : creatorString(null, found.api_key_id),
+      expiresAt: found.expires_at,
     }
-    return null
   }
 
   return {

@@ -27,7 +27,7 @@ export interface StaticDocument {
   readonly etag: string
 }
 
-export function staticDocument(body: string, contentType: string, extra: Record<string, string> = {}): StaticDocument {
+function staticDocument(body: string, contentType: string, extra: Record<string, string> = {}): StaticDocument {
   // A strong validator over the exact bytes (RFC 9110 §8.8.3).
   const etag = `"${encodeBase64urlNoPadding(sha256(new TextEncoder().encode(body)))}"`
   return Object.freeze({
@@ -57,7 +57,7 @@ function notModified(request: Request, etag: string): boolean {
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag)
 }
 
-export function serveDocument(document: StaticDocument, request: Request): Reply {
+function serveDocument(document: StaticDocument, request: Request): Reply {
   if (notModified(request, document.etag)) {
     const { 'Content-Type': _type, ...headers } = document.headers
     return reply(304, null, headers)

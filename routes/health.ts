@@ -10,7 +10,7 @@ import type { OperationDoc } from '../http/pipeline.ts'
 
 const CHECK_TIMEOUT_MS = 2000
 
-export const HealthSchema = v.pipe(
+const HealthSchema = v.pipe(
   v.object({
     status: v.pipe(v.literal('ok'), v.description('"ok" when the service and its database answer.')),
     database: v.pipe(v.literal('ok'), v.description('Result of a database round trip.')),

@@ -90,7 +90,7 @@ export function Timestamp(field: string, description?: string) {
 }
 
 /** A UUID in any case, lower-cased (RFC 9562 §4: UUIDs compare without regard to case). */
-export function Uuid(message: string) {
+function Uuid(message: string) {
   return v.pipe(v.string(message), v.uuid(message), v.transform((text) => text.toLowerCase()))
 }
 

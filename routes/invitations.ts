@@ -23,7 +23,7 @@ import { createRateLimiter, rateLimitHeaders } from './ratelimit.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 import { isValidEmail } from '../domain/email.ts'
 
-export const INVITATION_NOT_FOUND = 'Invitation not found'
+const INVITATION_NOT_FOUND = 'Invitation not found'
 /** One answer for every refused accept: the token holder learns nothing about the account. */
 export const INVITATION_REFUSED = 'This invitation is invalid, expired, revoked or already used, or the password does not match'
 
@@ -33,7 +33,7 @@ const PASSWORD = v.pipe(
   v.maxLength(1024, 'Field password is longer than 1024 characters'),
 )
 
-export const InvitationSchema = v.pipe(
+const InvitationSchema = v.pipe(
   v.object({
     invitation_id: v.pipe(v.string(), v.uuid()),
     email: v.pipe(v.string(), v.description('As the inviter typed it.')),
@@ -45,7 +45,7 @@ export const InvitationSchema = v.pipe(
   v.title('Invitation'),
 )
 
-export const NewInvitationSchema = v.pipe(
+const NewInvitationSchema = v.pipe(
   v.object({
     ...InvitationSchema.entries,
     token: v.pipe(v.string(), v.description('The one-time secret (stw_inv_…) to pass on to the invitee out of band: shown this once, stored only as a SHA-256 hash.')),
@@ -53,9 +53,9 @@ export const NewInvitationSchema = v.pipe(
   v.title('NewInvitation'),
 )
 
-export const InvitationListSchema = v.pipe(v.object({ invitations: v.array(InvitationSchema) }), v.title('InvitationList'))
+const InvitationListSchema = v.pipe(v.object({ invitations: v.array(InvitationSchema) }), v.title('InvitationList'))
 
-export const InvitationCreateSchema = v.pipe(
+const InvitationCreateSchema = v.pipe(
   v.strictObject(
     {
       email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
@@ -66,7 +66,7 @@ export const InvitationCreateSchema = v.pipe(
   v.title('InvitationCreate'),
 )
 
-export const InvitationAcceptSchema = v.pipe(
+const InvitationAcceptSchema = v.pipe(
   v.strictObject(
     {
       token: v.pipe(v.string('Field token must be a string'), v.description('The invitation secret (stw_inv_…).')),
@@ -83,7 +83,7 @@ export const InvitationAcceptSchema = v.pipe(
 const inviteBody = bodyDoc(InvitationCreateSchema, ['application/json'], true)
 const acceptBody = bodyDoc(InvitationAcceptSchema, ['application/json'], true)
 
-export const AcceptedSchema = v.pipe(
+const AcceptedSchema = v.pipe(
   v.object({ organization_id: v.pipe(v.string(), v.uuid()), ...MemberSchema.entries }),
   v.title('AcceptedInvitation'),
 )

@@ -16,10 +16,10 @@ import type { RequestContext, Route } from './deps.ts'
 import { pathId, Timestamp } from './input.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
-export const KEY_NOT_FOUND = 'API key not found'
+const KEY_NOT_FOUND = 'API key not found'
 const MAX_GRACE_SECONDS = 7 * 86_400
 
-export const ApiKeySchema = v.pipe(
+const ApiKeySchema = v.pipe(
   v.object({
     key_id: v.pipe(v.string(), v.uuid()),
     organization_id: v.pipe(v.string(), v.uuid()),
@@ -36,7 +36,7 @@ export const ApiKeySchema = v.pipe(
   v.title('ApiKey'),
 )
 
-export const NewApiKeySchema = v.pipe(
+const NewApiKeySchema = v.pipe(
   v.object({
     ...ApiKeySchema.entries,
     api_key: v.pipe(v.string(), v.description('The secret (stw_key_…): shown this once, stored only as a SHA-256 hash.')),
@@ -44,9 +44,9 @@ export const NewApiKeySchema = v.pipe(
   v.title('NewApiKey'),
 )
 
-export const ApiKeyListSchema = v.pipe(v.object({ keys: v.array(ApiKeySchema) }), v.title('ApiKeyList'))
+const ApiKeyListSchema = v.pipe(v.object({ keys: v.array(ApiKeySchema) }), v.title('ApiKeyList'))
 
-export const ApiKeyCreateSchema = v.pipe(
+const ApiKeyCreateSchema = v.pipe(
   v.strictObject({
     name: v.optional(
       v.pipe(v.string('Field name must be a string'), v.trim(), v.nonEmpty('Field name must not be empty'), v.maxLength(100, 'Field name is longer than 100 characters'), v.check((text) => !/[\u0000-\u001f\u007f]/.test(text), 'Field name holds a control character')),
@@ -58,7 +58,7 @@ export const ApiKeyCreateSchema = v.pipe(
   v.title('ApiKeyCreate'),
 )
 
-export const ApiKeyRotateSchema = v.pipe(
+const ApiKeyRotateSchema = v.pipe(
   v.strictObject({
     expires_in: v.optional(
       v.pipe(
@@ -76,7 +76,7 @@ export const ApiKeyRotateSchema = v.pipe(
 const createBody = bodyDoc(ApiKeyCreateSchema, ['application/json'], true)
 const rotateBody = bodyDoc(ApiKeyRotateSchema, ['application/json'], false)
 
-export function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema> {
+function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema> {
   const iso = (date: Date | null) => (date ? date.toISOString() : null)
   return {
     key_id: key.key_id,

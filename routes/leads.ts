@@ -13,8 +13,8 @@ import { isValidEmail } from '../domain/email.ts'
 import type { Config } from '../config.ts'
 import type { IRequest } from 'itty-router'
 
-export const MISSING_FIELDS = 'Missing required fields'
-export const INVALID_EMAIL = 'Invalid email'
+const MISSING_FIELDS = 'Missing required fields'
+const INVALID_EMAIL = 'Invalid email'
 
 /** Longest accepted values, in characters. Longer input is refused, never truncated. */
 export const FIELD_LIMITS = Object.freeze({
@@ -85,12 +85,12 @@ export const NewsletterRequestSchema = v.pipe(
   v.title('NewsletterRequest'),
 )
 
-export const SuccessResponseSchema = v.pipe(
+const SuccessResponseSchema = v.pipe(
   v.object({ message: v.pipe(v.string(), v.description('"OK" for a new submission; "Already registered" when the email already exists.')) }),
   v.title('SuccessResponse'),
 )
 
-export const ErrorSchema = v.pipe(
+const ErrorSchema = v.pipe(
   v.object({ error: v.pipe(v.string(), v.description('Human-readable message, e.g. "Invalid email" or "Missing required fields".')) }),
   v.title('Error'),
 )

@@ -16,7 +16,7 @@ import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
-export const MEMBER_NOT_FOUND = 'Member not found'
+const MEMBER_NOT_FOUND = 'Member not found'
 
 export const MemberSchema = v.pipe(
   v.object({
@@ -28,9 +28,9 @@ export const MemberSchema = v.pipe(
   v.title('Member'),
 )
 
-export const MemberListSchema = v.pipe(v.object({ members: v.array(MemberSchema) }), v.title('MemberList'))
+const MemberListSchema = v.pipe(v.object({ members: v.array(MemberSchema) }), v.title('MemberList'))
 
-export const MemberUpdateSchema = v.pipe(v.strictObject({ role: RoleSchema }, unknownField(['user_id', 'email', 'created_at', 'organization_id'])), v.title('MemberUpdate'))
+const MemberUpdateSchema = v.pipe(v.strictObject({ role: RoleSchema }, unknownField(['user_id', 'email', 'created_at', 'organization_id'])), v.title('MemberUpdate'))
 
 const updateBody = bodyDoc(MemberUpdateSchema, ['application/json'], true)
 

@@ -21,7 +21,7 @@ export interface Invitation {
 }
 
 /** Wrong passwords one invitation tolerates before it is revoked (bounds guessing through it). */
-export const MAX_ACCEPT_FAILURES = 5
+const MAX_ACCEPT_FAILURES = 5
 
 const COLUMNS = ['id', 'organization_id', 'email', 'role', 'invited_by', 'created_at', 'expires_at'] as const
 

@@ -14,13 +14,13 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
 const CACHE_DIR = join(ROOT, 'node_modules', '.cache', 'steward')
 
 /** Marks a data directory whose first opening has not finished yet. */
-export const INIT_MARKER = '.steward-initializing'
+const INIT_MARKER = '.steward-initializing'
 
 /**
  * initdb settings. 1 MB WAL segments instead of 16 MB: a new directory holds 1 MB of WAL, not
  * 16 MB of zeros to write. It is fixed for the life of the directory, and harmless at our volume.
  */
-export const INITDB_PARAMS: readonly string[] = ['--wal-segsize=1']
+const INITDB_PARAMS: readonly string[] = ['--wal-segsize=1']
 
 function pgliteVersion(): string {
   try {

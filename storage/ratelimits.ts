@@ -47,7 +47,7 @@ export interface RateLimitSync {
   attach(counters: SharedCounters): void
 }
 
-export const DEFAULT_SYNC_INTERVAL_MS = 250
+const DEFAULT_SYNC_INTERVAL_MS = 250
 /** Rows per upsert statement. */
 const BATCH = 1000
 /** Expired windows are deleted this often. */

@@ -6,7 +6,7 @@ import type { Logger } from '../log.ts'
 import type { Database } from './schema.ts'
 
 /** Payloads are UUIDs, unique across schemas and databases. */
-export const REVOCATION_CHANNEL = 'steward_credentials'
+const REVOCATION_CHANNEL = 'steward_credentials'
 
 export async function notifyCredentialChange(db: Kysely<Database>, id: string): Promise<void> {
   await sql`select pg_notify(${REVOCATION_CHANNEL}, ${id})`.execute(db)

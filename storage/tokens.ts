@@ -265,7 +265,7 @@ export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string
   })
 }
 
-export async function revokeFamily(db: Kysely<Database>, familyId: string, now: Date): Promise<void> {
+async function revokeFamily(db: Kysely<Database>, familyId: string, now: Date): Promise<void> {
   await db.updateTable('token_families').set({ revoked_at: now }).where('id', '=', familyId).where('revoked_at', 'is', null).execute()
 }
 

@@ -2,7 +2,7 @@
 // operation of the OpenAPI document, so every operationId named exists there by construction.
 import type { Config } from '../config.ts'
 
-export const AGENTS_JSON_VERSION = '0.1.0'
+const AGENTS_JSON_VERSION = '0.1.0'
 
 export interface AgentsAction {
   readonly id: string
@@ -26,7 +26,7 @@ export interface AgentsJson {
 }
 
 /** "createDemoRequest" → "create_demo_request". */
-export function snakeCase(identifier: string): string {
+function snakeCase(identifier: string): string {
   return identifier
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
     .replace(/([A-Z]+)([A-Z][a-z])/g, '$1_$2')

@@ -14,7 +14,7 @@ export interface AiPluginManifest {
   readonly legal_info_url: string
 }
 
-export const AI_PLUGIN_LIMITS = Object.freeze({ name_for_human: 20, name_for_model: 50, description_for_human: 100, description_for_model: 8000 })
+const AI_PLUGIN_LIMITS = Object.freeze({ name_for_human: 20, name_for_model: 50, description_for_human: 100, description_for_model: 8000 })
 
 export function buildAiPlugin(config: Config): AiPluginManifest {
   const manifest: AiPluginManifest = {

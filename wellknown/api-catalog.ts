@@ -19,7 +19,7 @@ export interface ApiCatalog {
   readonly linkset: readonly LinkContext[]
 }
 
-export function apiCatalogUrl(config: Config): string {
+function apiCatalogUrl(config: Config): string {
   return `${config.appUrl}${API_CATALOG_PATH}`
 }
 

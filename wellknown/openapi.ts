@@ -7,10 +7,10 @@ import type { Config } from '../config.ts'
 import type { LifecycleEntry } from '../domain/lifecycle.ts'
 import type { OperationDoc, PublishedRoute as Route, PublishedSurface as Surface, ResponseDoc } from '../http/pipeline.ts'
 
-export const OPENAPI_VERSION = '3.1.0'
+const OPENAPI_VERSION = '3.1.0'
 export const API_VERSION = '1.0.0'
-export const BEARER_SCHEME = 'bearerAuth'
-export const VERSION_HEADER = 'Service-Api-Version'
+const BEARER_SCHEME = 'bearerAuth'
+const VERSION_HEADER = 'Service-Api-Version'
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 type JsonObject = { [key: string]: Json }
@@ -60,7 +60,7 @@ function withPattern(jsonSchema: JsonSchema, pattern: string): JsonSchema {
  * converter cannot express fully is still published, converted leniently and flagged with
  * `x-conversion-error`, rather than stopping the server; the test suite refuses any such flag.
  */
-export function convert(schema: GenericSchema, typeMode: 'input' | 'output'): JsonObject {
+function convert(schema: GenericSchema, typeMode: 'input' | 'output'): JsonObject {
   let converted: JsonSchema & { $schema?: string; 'x-conversion-error'?: string }
   try {
     converted = toJsonSchema(schema, conversion(typeMode))
@@ -77,12 +77,12 @@ export function openApiPath(pattern: string): string {
   return pattern.replace(/:(\w+)\+?/g, '{$1}')
 }
 
-export function pathParameters(pattern: string): string[] {
+function pathParameters(pattern: string): string[] {
   return [...pattern.matchAll(/:(\w+)\+?/g)].map((match) => match[1]!)
 }
 
 /** Which public URL serves a surface (docs/api.md). */
-export function surfaceUrl(config: Config, surface: Surface): string {
+function surfaceUrl(config: Config, surface: Surface): string {
   if (surface.name === 'product') return config.productApiUrl
   if (surface.name === 'discovery') return config.appUrl
   return config.baseUrl
