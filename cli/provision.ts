@@ -6,11 +6,12 @@
 // --owner-password / --password exist for throwaway setups and print a warning.
 import type { DatabaseHandle } from '../storage/connect.ts'
 import { notifyCredentialChange } from '../storage/revocations.ts'
-import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
+import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
 import { hashPassword } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { addOrChangeMembership, createUserUnlessExists, findUserByEmail, findUserEmails, setMembership } from '../storage/users.ts'
+import { creatorString } from '../domain/creator.ts'
 import { ROLES } from '../domain/roles.ts'
 import { UUID } from '../domain/uuid.ts'
 import { isValidEmail } from '../domain/email.ts'
@@ -157,7 +158,7 @@ const keyCreate: Command = {
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const { key, secret } = await createApiKey(db, { organizationId: orgId, name, role, createdByUserId: null, createdByKeyId: null, expiresAt }, new Date())
-      io.stderr.write(`created key ${key.key_id} (${role}${expiresAt ? `, expires ${expiresAt.toISOString()}` : ''}); the secret below is shown once\n`)
+      io.stderr.write(`created key ${key.id} (${role}${expiresAt ? `, expires ${expiresAt.toISOString()}` : ''}); the secret below is shown once\n`)
       io.stdout.write(`${secret}\n`)
       return 0
     })
@@ -185,7 +186,7 @@ const keyRotate: Command = {
       if (!rotated) throw new UsageError(`no active key ${keyId}`)
       // Servers on PostgreSQL drop cached lookups of the old key at once.
       await notifyRevocation(context, db, keyId)
-      io.stderr.write(`key ${keyId} replaced by ${rotated.key.key_id}; the secret below is shown once\n`)
+      io.stderr.write(`key ${keyId} replaced by ${rotated.key.id}; the secret below is shown once\n`)
       io.stdout.write(`${rotated.secret}\n`)
       return 0
     })
@@ -224,7 +225,7 @@ const keyList: Command = {
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const keys = await listApiKeys(db, orgId)
-      const emails = await findUserEmails(db, keys.flatMap((key) => (key.created_by.startsWith('user:') ? [key.created_by.slice(5)] : [])))
+      const emails = await findUserEmails(db, keys.flatMap((key) => (key.created_by_key_id === null && key.created_by_user_id !== null ? [key.created_by_user_id] : [])))
       const rows = keys.map((key) => keyRow(key, emails, Date.now()))
       io.stdout.write(options.format === 'json' ? `${JSON.stringify(rows, null, 2)}\n` : table(rows))
       return 0
@@ -249,14 +250,15 @@ interface KeyRow {
   replaced_by: string | null
 }
 
-function keyRow(key: ApiKeyRecord, emails: ReadonlyMap<string, string>, now: number): KeyRow {
-  const creator = key.created_by.startsWith('user:') ? (emails.get(key.created_by.slice(5)) ?? key.created_by) : key.created_by
+function keyRow(key: ApiKeyRow, emails: ReadonlyMap<string, string>, now: number): KeyRow {
+  const createdBy = creatorString(key.created_by_user_id, key.created_by_key_id)
+  const creator = createdBy.startsWith('user:') ? (emails.get(key.created_by_user_id!) ?? createdBy) : createdBy
   const expired = key.expires_at !== null && key.expires_at.getTime() <= now
   // A key rotated with a grace keeps working until its expiry, which the rotation shortened.
   const rotating = key.replaced_by !== null && !key.revoked_at && !expired
   return {
-    key_id: key.key_id,
-    prefix: key.prefix,
+    key_id: key.id,
+    prefix: key.display_prefix,
     role: key.role,
     name: key.name,
     creator,

@@ -2,7 +2,7 @@
 // revoke. A key's role never exceeds its creator's; the secret is returned once, at creation.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRecord } from '../storage/keys.ts'
+import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import type { Cap } from '../storage/caps.ts'
 import { protectedErrors, RoleSchema, withinCap, type Guard } from './access.ts'
@@ -14,6 +14,7 @@ import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { pathId, Timestamp } from './input.ts'
+import { creatorString } from '../domain/creator.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 const KEY_NOT_FOUND = 'API key not found'
@@ -76,15 +77,16 @@ const ApiKeyRotateSchema = v.pipe(
 const createBody = bodyDoc(ApiKeyCreateSchema, ['application/json'], true)
 const rotateBody = bodyDoc(ApiKeyRotateSchema, ['application/json'], false)
 
-function keyToJson(key: ApiKeyRecord): v.InferOutput<typeof ApiKeySchema> {
+function keyToJson(key: ApiKeyRow): v.InferOutput<typeof ApiKeySchema> {
   const iso = (date: Date | null) => (date ? date.toISOString() : null)
   return {
-    key_id: key.key_id,
+    key_id: key.id,
     organization_id: key.organization_id,
     name: key.name,
     role: key.role,
-    prefix: key.prefix,
-    created_by: key.created_by,
+    prefix: key.display_prefix,
+    // A key made by a key also records the user it answers to; the key is the direct creator.
+    created_by: creatorString(key.created_by_user_id, key.created_by_key_id),
     created_at: key.created_at.toISOString(),
     expires_at: iso(key.expires_at),
     revoked_at: iso(key.revoked_at),
@@ -105,7 +107,7 @@ function assertRoleWithin(principal: Principal, role: Role, what: string): void 
   if (ROLE_RANK[role] > ROLE_RANK[principal.role]) throw new HttpError(403, `Cannot ${what} a key whose role (${role}) is above your own (${principal.role})`)
 }
 
-async function targetKey(request: IRequest, ctx: RequestContext, principal: Principal): Promise<ApiKeyRecord> {
+async function targetKey(request: IRequest, ctx: RequestContext, principal: Principal): Promise<ApiKeyRow> {
   const id = pathId(request, 'key_id')
   const key = id ? await findApiKey(ctx.deps.db, principal.organizationId, id) : null
   if (!key) throw new HttpError(404, KEY_NOT_FOUND)
@@ -135,7 +137,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
         keyCap(ctx),
       ),
     )
-    return created({ ...keyToJson(key), api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.key_id}`)
+    return created({ ...keyToJson(key), api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.id}`)
   }
 
   async function rotate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
@@ -145,18 +147,18 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     assertRoleWithin(principal, old.role, 'rotate')
     const grace = input.expires_in ?? 0
     const until = grace > 0 ? new Date(ctx.now + grace * 1000) : null
-    const rotated = await withinCap(() => rotateApiKey(ctx.deps.db, principal.organizationId, old.key_id, creatorOf(principal), until, new Date(ctx.now), keyCap(ctx)))
+    const rotated = await withinCap(() => rotateApiKey(ctx.deps.db, principal.organizationId, old.id, creatorOf(principal), until, new Date(ctx.now), keyCap(ctx)))
     if (!rotated) throw new HttpError(404, KEY_NOT_FOUND)
-    await credentials.keyChanged(old.key_id)
-    return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.key_id}`)
+    await credentials.keyChanged(old.id)
+    return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.id}`)
   }
 
   async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const key = await targetKey(request, ctx, principal)
     assertRoleWithin(principal, key.role, 'revoke')
-    const revoked = await revokeApiKey(ctx.deps.db, principal.organizationId, key.key_id, new Date(ctx.now))
+    const revoked = await revokeApiKey(ctx.deps.db, principal.organizationId, key.id, new Date(ctx.now))
     // The key and every key it issued (and their tokens) stop on the next request, here and in peers.
-    for (const id of new Set([key.key_id, ...revoked])) await credentials.keyChanged(id)
+    for (const id of new Set([key.id, ...revoked])) await credentials.keyChanged(id)
     return noContent()
   }
 

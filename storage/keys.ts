@@ -2,26 +2,9 @@
 // display prefix are kept. Knows nothing of HTTP.
 import { sql, type Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
-import { creatorString } from '../domain/creator.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
 import type { Database } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
-
-/** What listings show of a key: never its hash. */
-export interface ApiKeyRecord {
-  key_id: string
-  organization_id: string
-  name: string
-  role: Role
-  prefix: string
-  /** "user:<uuid>", "key:<uuid>", or "operator" (the command line). */
-  created_by: string
-  created_at: Date
-  expires_at: Date | null
-  revoked_at: Date | null
-  last_used_at: Date | null
-  replaced_by: string | null
-}
 
 export interface NewApiKey {
   organizationId: string
@@ -61,7 +44,8 @@ const COLUMNS = [
   'replaced_by',
 ] as const
 
-interface KeyRow {
+/** A key as stored, without its hash: what listings and lookups return. */
+export interface ApiKeyRow {
   id: string
   organization_id: string
   name: string
@@ -76,21 +60,10 @@ interface KeyRow {
   replaced_by: string | null
 }
 
-function toRecord(row: KeyRow): ApiKeyRecord {
-  return {
-    key_id: row.id,
-    organization_id: row.organization_id,
-    name: row.name,
-    role: row.role,
-    prefix: row.display_prefix,
-    // A key made by a key also records the user it answers to; the key is the direct creator.
-    created_by: creatorString(row.created_by_user_id, row.created_by_key_id),
-    created_at: new Date(row.created_at),
-    expires_at: row.expires_at ? new Date(row.expires_at) : null,
-    revoked_at: row.revoked_at ? new Date(row.revoked_at) : null,
-    last_used_at: row.last_used_at ? new Date(row.last_used_at) : null,
-    replaced_by: row.replaced_by,
-  }
+/** The row with its instants as Dates (drivers differ on timestamptz). */
+function toRow(row: ApiKeyRow): ApiKeyRow {
+  const at = (value: Date | null) => (value === null ? null : new Date(value))
+  return { ...row, created_at: new Date(row.created_at), expires_at: at(row.expires_at), revoked_at: at(row.revoked_at), last_used_at: at(row.last_used_at) }
 }
 
 async function insertApiKey(
@@ -98,7 +71,7 @@ async function insertApiKey(
   input: NewApiKey,
   issuerKeyId: string | null,
   now: Date,
-): Promise<{ key: ApiKeyRecord; secret: string }> {
+): Promise<{ key: ApiKeyRow; secret: string }> {
   const secret = generateSecret('key')
   const row = await db
     .insertInto('api_keys')
@@ -117,7 +90,7 @@ async function insertApiKey(
     })
     .returning(COLUMNS)
     .executeTakeFirstOrThrow()
-  return { key: toRecord(row as KeyRow), secret }
+  return { key: toRow(row as ApiKeyRow), secret }
 }
 
 /** Active keys of the organization: not revoked and not expired. */
@@ -142,7 +115,7 @@ export async function createApiKey(
   input: NewApiKey,
   now: Date,
   cap: Cap | null = null,
-): Promise<{ key: ApiKeyRecord; secret: string }> {
+): Promise<{ key: ApiKeyRow; secret: string }> {
   if (cap === null) return insertApiKey(db, input, input.createdByKeyId, now)
   return db.transaction().execute(async (trx) => {
     await lockOrganization(trx, input.organizationId)
@@ -151,7 +124,7 @@ export async function createApiKey(
   })
 }
 
-export async function listApiKeys(db: Kysely<Database>, organizationId: string, limit = 1000): Promise<ApiKeyRecord[]> {
+export async function listApiKeys(db: Kysely<Database>, organizationId: string, limit = 1000): Promise<ApiKeyRow[]> {
   const rows = await db
     .selectFrom('api_keys')
     .select(COLUMNS)
@@ -160,24 +133,24 @@ export async function listApiKeys(db: Kysely<Database>, organizationId: string, 
     .orderBy('id')
     .limit(limit)
     .execute()
-  return rows.map((row) => toRecord(row as KeyRow))
+  return rows.map((row) => toRow(row as ApiKeyRow))
 }
 
 /** The key, only when it belongs to this organization. */
-export async function findApiKey(db: Kysely<Database>, organizationId: string, keyId: string): Promise<ApiKeyRecord | null> {
+export async function findApiKey(db: Kysely<Database>, organizationId: string, keyId: string): Promise<ApiKeyRow | null> {
   const row = await db
     .selectFrom('api_keys')
     .select(COLUMNS)
     .where('organization_id', '=', organizationId)
     .where('id', '=', keyId)
     .executeTakeFirst()
-  return row ? toRecord(row as KeyRow) : null
+  return row ? toRow(row as ApiKeyRow) : null
 }
 
 /** Finds the key by any id, whatever its organization (operator commands only). */
-export async function findApiKeyById(db: Kysely<Database>, keyId: string): Promise<ApiKeyRecord | null> {
+export async function findApiKeyById(db: Kysely<Database>, keyId: string): Promise<ApiKeyRow | null> {
   const row = await db.selectFrom('api_keys').select(COLUMNS).where('id', '=', keyId).executeTakeFirst()
-  return row ? toRecord(row as KeyRow) : null
+  return row ? toRow(row as ApiKeyRow) : null
 }
 
 /**
@@ -252,7 +225,7 @@ export async function rotateApiKey(
   oldKeyUntil: Date | null,
   now: Date,
   cap: Cap | null = null,
-): Promise<{ key: ApiKeyRecord; secret: string } | null> {
+): Promise<{ key: ApiKeyRow; secret: string } | null> {
   return db.transaction().execute(async (trx) => {
     if (cap !== null) await lockOrganization(trx, organizationId)
     const old = await trx
@@ -279,12 +252,12 @@ export async function rotateApiKey(
       issuer,
       now,
     )
-    await trx.updateTable('api_keys').set({ issuer_key_id: created.key.key_id }).where('issuer_key_id', '=', old.id).execute()
+    await trx.updateTable('api_keys').set({ issuer_key_id: created.key.id }).where('issuer_key_id', '=', old.id).execute()
     const oldExpiry = old.expires_at ? new Date(old.expires_at) : null
     const until = oldKeyUntil && (!oldExpiry || oldKeyUntil < oldExpiry) ? oldKeyUntil : oldExpiry
     await trx
       .updateTable('api_keys')
-      .set(oldKeyUntil ? { replaced_by: created.key.key_id, expires_at: until } : { replaced_by: created.key.key_id, revoked_at: now })
+      .set(oldKeyUntil ? { replaced_by: created.key.id, expires_at: until } : { replaced_by: created.key.id, revoked_at: now })
       .where('id', '=', keyId)
       .execute()
     return created

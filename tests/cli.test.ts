@@ -209,7 +209,7 @@ t.test('key list shows creator, expiry, last use and a rotating key with its end
   const userKey = await withDb(async (db) => {
     const owner = (await findUserByEmail(db, 'keys@acme.example'))!
     const { key } = await createApiKey(db, { organizationId: orgId, name: 'by a person', role: 'viewer', createdByUserId: owner.id, createdByKeyId: null, expiresAt: null }, new Date())
-    await recordKeyUses(db, new Map([[key.key_id, usedAt]]))
+    await recordKeyUses(db, new Map([[key.id, usedAt]]))
     return key
   })
 
@@ -220,9 +220,9 @@ t.test('key list shows creator, expiry, last use and a rotating key with its end
   const deploy = rows.find((row) => row.name === 'deploy')!
   t.match(deploy, { prefix: secret.slice(0, 14), role: 'admin', creator: 'operator', last_used_at: null, state: 'active', stops_at: null, replaced_by: null })
   t.ok(Math.abs(Date.parse(String(deploy.expires_at)) - (Date.now() + 30 * 86_400_000)) < 600_000, 'expires in 30 days')
-  t.same(rows.find((row) => row.key_id === userKey.key_id), {
-    key_id: userKey.key_id,
-    prefix: userKey.prefix,
+  t.same(rows.find((row) => row.key_id === userKey.id), {
+    key_id: userKey.id,
+    prefix: userKey.display_prefix,
     role: 'viewer',
     name: 'by a person',
     creator: 'keys@acme.example',
@@ -247,7 +247,7 @@ t.test('key list shows creator, expiry, last use and a rotating key with its end
   t.equal(stops, expires, `the grace shortened the expiry, and the state says when it stops: ${oldLine}`)
   t.ok(Math.abs(Date.parse(String(stops)) - (Date.now() + 3_600_000)) < 600_000, 'it stops after the grace')
   t.match(String(stops), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)
-  const personLine = lines.find((line) => line.startsWith(userKey.key_id))!
+  const personLine = lines.find((line) => line.startsWith(userKey.id))!
   t.match(personLine, /  viewer  by a person  keys@acme\.example  never  +2026-01-02T03:04:05Z  active$/)
   for (const column of ['prefix', 'role', 'name', 'creator', 'expires', 'last_used', 'state']) {
     const at = lines[0]!.indexOf(column)
