@@ -159,6 +159,10 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const allowByPath = new Map<string, Set<string>>()
   const surfaceByPath = new Map<string, Surface<C, D>>()
   const versionLifecycle = createVersionLifecycle(config.lifecycle)
+  // Lifecycle (deprecation/sunset) is fixed per path: its headers are built once, here, and every
+  // answer on the path (a route's, a 405, a preflight) carries them.
+  const lifecycleByPath = new Map<string, Record<string, string>>()
+  for (const [path, entry] of Object.entries(config.lifecycle.routes)) lifecycleByPath.set(path, lifecycleHeaders(entry))
   const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
   for (const surface of surfaces) {
     for (const route of surface.routes) {
@@ -175,8 +179,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     const surface = surfaceByPath.get(path)!
     const allow = [...allowed]
     // A deprecated path says so on every answer, a 405 or a preflight included.
-    const entry = config.lifecycle.routes[path]
-    const lifecycle = entry ? lifecycleHeaders(entry) : null
+    const lifecycle = lifecycleByPath.get(path)
     router.all(path, (request: IRequest, ctx: RequestContext<C, D>): Reply => {
       let reply: Reply
       if (request.method === 'OPTIONS') reply = preflight(config, request, allow)
@@ -257,9 +260,8 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
 
   /** A route wrapped in its per-route steps: the sunset check, the error reply and the headers. */
   function wrap(surface: Surface<C, D>, route: Route<C, D>) {
-    // Lifecycle (deprecation/sunset) is fixed per path: look it up once, not per request.
     const entry = config.lifecycle.routes[route.path]
-    const lifecycle = entry ? lifecycleHeaders(entry) : null
+    const lifecycle = lifecycleByPath.get(route.path)
     return async (request: IRequest, ctx: RequestContext<C, D>): Promise<Reply> => {
       let reply: Reply
       try {
