@@ -2,7 +2,7 @@
 
 /**
  * What a handler answers. The pipeline (access guard, surface, CORS, security headers) adds its
- * headers to the reply, and surface.ts turns it into a Response once, at the very end. Why not a
+ * headers to the reply, and pipeline.ts turns it into a Response once, at the very end. Why not a
  * Response from the start: on Node, @hono/node-server writes a Response straight to the socket
  * only while its headers are the plain object it was built with; a single `headers.set` on it
  * builds a Headers object and a second, native Response (about a third of a small request's CPU).
