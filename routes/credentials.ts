@@ -80,11 +80,108 @@ interface Entry {
 // RFC 6750 §2.1: the scheme name is case-insensitive; exactly one space-separated token.
 const BEARER = /^bearer +([^\s]+) *$/i
 
-export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger' | 'listenUrl'>): Credentials {
-  const cache = new Map<string, Entry>()
-  // Bumped by every invalidation: a lookup that started before one never caches its result.
+/** The bearer secret of a request, with its kind; 401 for anything else, before any database work. */
+function bearerSecret(request: Request): { kind: 'key' | 'at'; hash: string } {
+  const header = request.headers.get('authorization')
+  if (header === null || header.trim() === '') throw new HttpError(401, AUTHENTICATION_REQUIRED)
+  const token = BEARER.exec(header)?.[1]
+  // A bad shape or checksum is refused here.
+  const kind = token === undefined ? null : secretKind(token)
+  // Refresh tokens and invitation secrets are not bearer credentials.
+  if (token === undefined || (kind !== 'key' && kind !== 'at')) throw new HttpError(401, INVALID_TOKEN)
+  return { kind, hash: hashSecret(token) }
+}
+
+/**
+ * Positive lookups by secret hash, bounded and short-lived. Every invalidation bumps an epoch:
+ * a lookup that started before one never stores its result.
+ */
+function createPrincipalCache() {
+  const entries = new Map<string, Entry>()
   let epoch = 0
-  const keyUses = new Map<string, number>()
+  return {
+    epoch: () => epoch,
+    /** A fresh, unexpired entry; a stale one is dropped. */
+    get(hash: string, now: number): Principal | null {
+      const hit = entries.get(hash)
+      if (!hit) return null
+      if (now < hit.principal.expiresAt && now - hit.storedAt < MAX_AGE_MS) return hit.principal
+      entries.delete(hash)
+      return null
+    },
+    set(hash: string, principal: Principal, now: number): void {
+      if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!)
+      entries.set(hash, { principal, storedAt: now })
+    },
+    flush(): void {
+      epoch++
+      entries.clear()
+    },
+    invalidate(id: string): void {
+      epoch++
+      for (const [hash, entry] of entries) {
+        const { keyId, familyId, userId, keyCreatorUserId } = entry.principal
+        if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id) entries.delete(hash)
+      }
+    },
+  }
+}
+
+/** Last use of each key, recorded in batches (a warm check costs no write). */
+function createKeyUses(deps: Pick<Deps, 'db' | 'logger'>) {
+  const pending = new Map<string, number>()
+  return {
+    note(principal: Principal, now: number): void {
+      if (principal.kind === 'key') pending.set(principal.keyId!, now)
+    },
+    async flush(): Promise<void> {
+      if (pending.size === 0) return
+      const batch = new Map(pending)
+      pending.clear()
+      try {
+        await recordKeyUses(deps.db, batch)
+      } catch (error) {
+        deps.logger.log('warn', 'could not record key use', { code: errorCode(error) })
+      }
+    },
+  }
+}
+
+async function lookupKey(db: Deps['db'], hash: string, now: number): Promise<Principal | null> {
+  const key = await findActiveKeyByHash(db, hash, new Date(now))
+  if (!key || !sameHash(key.secret_hash, hash)) return null
+  return {
+    organizationId: key.organization_id,
+    role: key.role,
+    kind: 'key',
+    keyId: key.id,
+    userId: null,
+    keyCreatorUserId: key.created_by_user_id,
+    familyId: null,
+    subject: creatorString(null, key.id),
+    expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
+  }
+}
+
+async function lookupAccessToken(db: Deps['db'], hash: string, now: number): Promise<Principal | null> {
+  const found = await findPrincipalByAccessHash(db, hash, new Date(now))
+  if (!found || !sameHash(found.token_hash, hash)) return null
+  return {
+    organizationId: found.organization_id,
+    role: found.role,
+    kind: 'session',
+    keyId: found.api_key_id,
+    userId: found.user_id,
+    keyCreatorUserId: found.key_creator_user_id,
+    familyId: found.family_id,
+    subject: found.user_id ? creatorString(found.user_id, null) : creatorString(null, found.api_key_id),
+    expiresAt: found.expires_at,
+  }
+}
+
+export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger' | 'listenUrl'>): Credentials {
+  const cache = createPrincipalCache()
+  const keyUses = createKeyUses(deps)
   const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
   let feed: RevocationFeed | null = null
   let timers: Array<ReturnType<typeof setInterval>> = []
@@ -103,25 +200,14 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
       .catch((error: unknown) => deps.logger.log('warn', 'could not prune expired tokens', { code: errorCode(error) }))
   }
 
-  function flush(): void {
-    epoch++
-    cache.clear()
-  }
-
-  function invalidate(id: string): void {
-    epoch++
-    for (const [hash, entry] of cache) {
-      const { keyId, familyId, userId, keyCreatorUserId } = entry.principal
-      if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id) cache.delete(hash)
-    }
-  }
-
   /** With a feed configured, nothing is cached until it is started and subscribed. */
   function cacheEnabled(): boolean {
     return listenUrl === null || (feed?.subscribed() ?? false)
   }
 
-  async function publish(id: string): Promise<void> {
+  /** Forgets the id here at once, and tells the processes listening. */
+  async function changed(id: string): Promise<void> {
+    cache.invalidate(id)
     if (listenUrl === null) return
     try {
       await notifyCredentialChange(deps.db, id)
@@ -131,103 +217,34 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
     }
   }
 
-  async function flushKeyUses(): Promise<void> {
-    if (keyUses.size === 0) return
-    const batch = new Map(keyUses)
-    keyUses.clear()
-    try {
-      await recordKeyUses(deps.db, batch)
-    } catch (error) {
-      deps.logger.log('warn', 'could not record key use', { code: errorCode(error) })
-    }
-  }
-
-  async function lookup(kind: 'key' | 'at', hash: string, now: number): Promise<Principal | null> {
-    return kind === 'key' ? lookupKey(hash, now) : lookupAccessToken(hash, now)
-  }
-
-  async function lookupKey(hash: string, now: number): Promise<Principal | null> {
-    const key = await findActiveKeyByHash(deps.db, hash, new Date(now))
-    if (!key || !sameHash(key.secret_hash, hash)) return null
-    return {
-      organizationId: key.organization_id,
-      role: key.role,
-      kind: 'key',
-      keyId: key.id,
-      userId: null,
-      keyCreatorUserId: key.created_by_user_id,
-      familyId: null,
-      subject: creatorString(null, key.id),
-      expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
-    }
-  }
-
-  async function lookupAccessToken(hash: string, now: number): Promise<Principal | null> {
-    const found = await findPrincipalByAccessHash(deps.db, hash, new Date(now))
-    if (!found || !sameHash(found.token_hash, hash)) return null
-    return {
-      organizationId: found.organization_id,
-      role: found.role,
-      kind: 'session',
-      keyId: found.api_key_id,
-      userId: found.user_id,
-      keyCreatorUserId: found.key_creator_user_id,
-      familyId: found.family_id,
-      subject: found.user_id ? creatorString(found.user_id, null) : creatorString(null, found.api_key_id),
-      expiresAt: found.expires_at,
-    }
-  }
-
   return {
     async authenticate(request, ctx) {
-      const header = request.headers.get('authorization')
-      if (header === null || header.trim() === '') throw new HttpError(401, AUTHENTICATION_REQUIRED)
-      const token = BEARER.exec(header)?.[1]
-      // A bad shape or checksum is refused here, before any database work.
-      const kind = token === undefined ? null : secretKind(token)
-      // Refresh tokens and invitation secrets are not bearer credentials.
-      if (token === undefined || (kind !== 'key' && kind !== 'at')) throw new HttpError(401, INVALID_TOKEN)
-      const hash = hashSecret(token)
+      const { kind, hash } = bearerSecret(request)
       const now = ctx.now
-      const hit = cache.get(hash)
+      const hit = cacheEnabled() ? cache.get(hash, now) : null
       if (hit) {
-        if (now < hit.principal.expiresAt && now - hit.storedAt < MAX_AGE_MS && cacheEnabled()) {
-          if (hit.principal.kind === 'key') keyUses.set(hit.principal.keyId!, now)
-          return hit.principal
-        }
-        cache.delete(hash)
+        keyUses.note(hit, now)
+        return hit
       }
-      const startedAt = epoch
-      const principal = await lookup(kind, hash, now)
+      const startedAt = cache.epoch()
+      const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
       if (!principal) throw new HttpError(401, INVALID_TOKEN)
-      if (principal.kind === 'key') keyUses.set(principal.keyId!, now)
-      if (startedAt === epoch && cacheEnabled()) {
-        if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!)
-        cache.set(hash, { principal, storedAt: now })
-      }
+      keyUses.note(principal, now)
+      if (startedAt === cache.epoch() && cacheEnabled()) cache.set(hash, principal, now)
       return principal
     },
-    async keyChanged(keyId) {
-      invalidate(keyId)
-      await publish(keyId)
-    },
-    async familyRevoked(familyId) {
-      invalidate(familyId)
-      await publish(familyId)
-    },
-    async userChanged(userId) {
-      invalidate(userId)
-      await publish(userId)
-    },
+    keyChanged: changed,
+    familyRevoked: changed,
+    userChanged: changed,
     forget(id) {
-      if (id === undefined) flush()
-      else invalidate(id)
+      if (id === undefined) cache.flush()
+      else cache.invalidate(id)
     },
     cacheEnabled,
     start() {
       if (timers.length > 0) return
-      if (listenUrl) feed = startRevocationFeed(listenUrl, deps.logger, invalidate, flush)
-      every(LAST_USED_FLUSH_MS, () => void flushKeyUses())
+      if (listenUrl) feed = startRevocationFeed(listenUrl, deps.logger, cache.invalidate, cache.flush)
+      every(LAST_USED_FLUSH_MS, () => void keyUses.flush())
       every(PRUNE_MS, prune)
     },
     async close() {
@@ -235,7 +252,7 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
       timers = []
       await feed?.close()
       feed = null
-      await flushKeyUses()
+      await keyUses.flush()
     },
   }
 }
