@@ -70,28 +70,57 @@ export async function countLeads(db: Kysely<Database>, list: LeadList): Promise<
 export async function* streamLeads(db: Kysely<Database>, list: LeadList, pageSize = 1000): AsyncGenerator<ExportedLead> {
   let after = 0
   for (;;) {
-    const page =
-      list === 'demo'
-        ? await db.selectFrom('demo_requests').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
-        : await db.selectFrom('newsletter_subscriptions').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
-    for (const row of page) {
-      const r = row as Record<string, unknown>
-      yield {
-        list,
-        id: Number(r.id),
-        email: r.email as string,
-        first_name: (r.first_name as string | undefined) ?? null,
-        last_name: (r.last_name as string | undefined) ?? null,
-        company: (r.company as string | undefined) ?? null,
-        linkedin: (r.linkedin as string | undefined) ?? null,
-        phone: (r.phone as string | undefined) ?? null,
-        source: (r.source as string | null) ?? null,
-        analytics_distinct_id: (r.analytics_distinct_id as string | null) ?? null,
-        via: (r.via as string | undefined) ?? null,
-        received_at: new Date(r.received_at as Date).toISOString(),
-      }
-    }
+    const page = list === 'demo' ? await demoPage(db, after, pageSize) : await newsletterPage(db, after, pageSize)
+    yield* page
     if (page.length < pageSize) return
-    after = Number(page[page.length - 1]!.id)
+    after = page[page.length - 1]!.id
   }
+}
+
+async function demoPage(db: Kysely<Database>, after: number, pageSize: number): Promise<ExportedLead[]> {
+  const rows = await db
+    .selectFrom('demo_requests')
+    .select(['id', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id', 'received_at'])
+    .where('id', '>', after)
+    .orderBy('id')
+    .limit(pageSize)
+    .execute()
+  return rows.map((row) => ({
+    list: 'demo',
+    id: Number(row.id),
+    email: row.email,
+    first_name: row.first_name,
+    last_name: row.last_name,
+    company: row.company,
+    linkedin: row.linkedin,
+    phone: row.phone,
+    source: row.source,
+    analytics_distinct_id: row.analytics_distinct_id,
+    via: null,
+    received_at: new Date(row.received_at).toISOString(),
+  }))
+}
+
+async function newsletterPage(db: Kysely<Database>, after: number, pageSize: number): Promise<ExportedLead[]> {
+  const rows = await db
+    .selectFrom('newsletter_subscriptions')
+    .select(['id', 'email', 'source', 'analytics_distinct_id', 'via', 'received_at'])
+    .where('id', '>', after)
+    .orderBy('id')
+    .limit(pageSize)
+    .execute()
+  return rows.map((row) => ({
+    list: 'newsletter',
+    id: Number(row.id),
+    email: row.email,
+    first_name: null,
+    last_name: null,
+    company: null,
+    linkedin: null,
+    phone: null,
+    source: row.source,
+    analytics_distinct_id: row.analytics_distinct_id,
+    via: row.via,
+    received_at: new Date(row.received_at).toISOString(),
+  }))
 }

@@ -15,6 +15,6 @@ export async function createOrganization(db: Kysely<Database>, name: string, now
 }
 
 export async function findOrganization(db: Kysely<Database>, id: string): Promise<Organization | null> {
-  const row = await db.selectFrom('organizations').selectAll().where('id', '=', id).executeTakeFirst()
+  const row = await db.selectFrom('organizations').select(['id', 'name', 'created_at']).where('id', '=', id).executeTakeFirst()
   return row ?? null
 }
