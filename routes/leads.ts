@@ -1,17 +1,16 @@
 // The public lead-capture surface (docs/api.md): POST /demo-request,
 // POST /newsletter and its legacy alias POST /waitlist. No credentials; posted to by browsers.
+import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
-import { HttpError } from '../http/errors.ts'
-import { json, type Reply } from '../http/reply.ts'
+import type { Config } from '../config.ts'
+import { isValidEmail } from '../domain/email.ts'
 import { bodyDoc, readInput } from '../http/body.ts'
+import { HttpError } from '../http/errors.ts'
+import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
+import { json, type Reply } from '../http/reply.ts'
+import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
-import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
-import { isValidEmail } from '../domain/email.ts'
-
-import type { Config } from '../config.ts'
-import type { IRequest } from 'itty-router'
 
 const MISSING_FIELDS = 'Missing required fields'
 const INVALID_EMAIL = 'Invalid email'
