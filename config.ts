@@ -1,32 +1,13 @@
 // Configuration: read once from the environment at start-up, validated, frozen and passed down.
 // Nothing else in the code base reads the environment.
 import { readFileSync } from 'node:fs'
+import type { Lifecycle, LifecycleEntry } from './domain/lifecycle.ts'
 
 export interface RateLimitRule {
   /** Requests allowed per window. */
   readonly limit: number
   /** Window length in seconds. */
   readonly windowSeconds: number
-}
-
-export interface LifecycleEntry {
-  /** When the route or version was (or will be) deprecated (RFC 9745). */
-  readonly deprecation: Date
-  /** When it stops working (RFC 8594); after this the route answers 410. */
-  readonly sunset: Date | null
-  /** Human documentation of the deprecation (Link rel="deprecation"). */
-  readonly deprecationLink: string | null
-  /** Human documentation of the sunset (Link rel="sunset"). */
-  readonly sunsetLink: string | null
-  /** Path of the route that replaces it, named in the 410 body. */
-  readonly replacement: string | null
-}
-
-export interface Lifecycle {
-  /** Keyed by exact route path, e.g. "/waitlist". */
-  readonly routes: Readonly<Record<string, LifecycleEntry>>
-  /** Keyed by API version alias, e.g. "v1". */
-  readonly versions: Readonly<Record<string, LifecycleEntry>>
 }
 
 export interface Config {

@@ -1,23 +1,34 @@
-// Steward: one fetch handler (Request → Response) for three surfaces, and the binary-like script
-// that serves it. Importing this file does nothing; `createHandler` builds the handler from a
-// config and explicit dependencies, and the script part at the bottom runs only as the entry.
+// Steward: the composition root and the entry script. `createHandler` builds the one fetch
+// handler (Request → Response) for the three surfaces from a config and explicit dependencies;
+// run as a script, this file hands the command line that builder (the CLI never imports it back).
+// Importing this file does nothing.
 //
 //   node --import tsx server.ts start      (npm start)
 //   bun server.ts start
 //   deno run -A server.ts start
 import { isEntryPoint } from './cli/command.ts'
-import { loadConfig, type Config } from './config.ts'
-import type { Deps } from './routes/deps.ts'
+import type { Config } from './config.ts'
+import { createFetch, type FetchHandler } from './http/pipeline.ts'
+import type { Deps, Surface } from './routes/deps.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
-import { createFetch, type FetchHandler, type Surface } from './routes/surface.ts'
+import { passwordHasherFor, type PasswordHasher } from './storage/passwords.ts'
+import type { RateLimitStore } from './storage/ratelimits.ts'
 
 export type { Config } from './config.ts'
+export type { ConnectionInfo } from './http/context.ts'
+export type { FetchHandler } from './http/pipeline.ts'
 export type { Deps } from './routes/deps.ts'
-export type { ConnectionInfo } from './routes/http.ts'
-export type { FetchHandler } from './routes/surface.ts'
 export { loadConfig } from './config.ts'
+
+/** What a caller passes; the composition root fills in what is omitted. */
+export interface HandlerDeps extends Omit<Deps, 'passwords' | 'rateLimits'> {
+  /** Omitted: a hasher made from the config's PASSWORD_HASH_* settings. Pass one to share capacity between handlers. */
+  readonly passwords?: PasswordHasher
+  /** Shares rate-limit counts with other processes; its timer runs between start() and close(). */
+  readonly rateLimits?: RateLimitStore
+}
 
 export interface Steward extends FetchHandler {
   /** Each surface alone, for embedders mounting one of them. */
@@ -30,19 +41,22 @@ export interface Steward extends FetchHandler {
    * carries out) then holds from the next request on.
    */
   forgetCredentials(id?: string): void
-  /** Stops background work (timers, listeners) the surfaces started. Does not close the database. */
+  /** Starts the background work (revocation feed, timers, rate-limit sharing). Idempotent. */
+  start(): void
+  /** Stops what start() began, after a last flush. Does not close the database. */
   close(): Promise<void>
 }
 
-/** Builds the fetch handler. Pure: no I/O until a request arrives. */
-export function createHandler(config: Config, deps: Deps): Steward {
-  // Rate limiters share counts across processes through deps.rateLimits when given.
+/** Builds the fetch handler. Pure: no I/O and no timers until start() or a request. */
+export function createHandler(config: Config, given: HandlerDeps): Steward {
+  const deps: Deps = { ...given, passwords: given.passwords ?? passwordHasherFor(config) }
   const leads = createLeadSurface(config, deps)
   const product = createProductSurface(config, deps)
   // Discovery describes the other surfaces: its documents are built once from their routes.
   const discovery = createDiscoverySurface(config, [leads, product])
   const all: Surface[] = [discovery, product, leads]
   const combined = createFetch(all, { config, deps, fallback: leads })
+  let started = false
   return {
     fetch: combined.fetch,
     refuse: combined.refuse,
@@ -51,17 +65,22 @@ export function createHandler(config: Config, deps: Deps): Steward {
     product: createFetch([product], { config, deps, fallback: product }),
     discovery: createFetch([discovery], { config, deps, fallback: discovery }),
     forgetCredentials: (id) => product.forgetCredentials(id),
+    start() {
+      if (started) return
+      started = true
+      for (const surface of all) surface.start?.()
+      given.rateLimits?.start()
+    },
     async close() {
       await Promise.all(all.map((surface) => surface.close?.()))
+      await given.rateLimits?.close()
     },
   }
 }
 
-
 if (isEntryPoint(import.meta)) {
-  // No top-level await: `start` imports this module again, which must finish evaluating first.
   void import('./cli/main.ts')
-    .then(({ runCli }) => runCli(process.argv.slice(2), process.env))
+    .then(({ runCli }) => runCli(process.argv.slice(2), process.env, process, { buildApp: createHandler }))
     .then((code) => {
       process.exitCode = code
     })

@@ -4,7 +4,7 @@
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/fastify-reference.ts
 import Fastify from 'fastify'
 import { createPostgresPool } from '../storage/connect.ts'
-import { silentLogger } from '../routes/deps.ts'
+import { silentLogger } from '../log.ts'
 import { FIELD_LIMITS, isValidEmail } from '../routes/leads.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
 

@@ -6,8 +6,8 @@
 //    processes on one database, the delay from the revoking DELETE's 204 to the first 401 from the
 //    other process, over 20 trials (the other has the key cached).
 import { createCredentials } from '../routes/credentials.ts'
-import { buildContext } from '../routes/http.ts'
-import { silentLogger } from '../routes/deps.ts'
+import { buildContext } from '../http/context.ts'
+import { silentLogger } from '../log.ts'
 import { loadConfig } from '../config.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { createScratchDatabase, reachable, seedWorld, startServer } from './lib.ts'
@@ -25,6 +25,7 @@ try {
   const config = loadConfig({ DATABASE_URL: scratch.url, LOG_LEVEL: 'warn' })
   const database = await openDatabase({ databaseUrl: scratch.url, dataDir: '', logger: silentLogger })
   const credentials = createCredentials(config, { db: database.db, clock: Date.now, logger: silentLogger })
+  credentials.start()
   const request = (token: string) => new Request(`http://127.0.0.1/policies?organization_id=${world.organizationId}`, { headers: { authorization: `Bearer ${token}` } })
   const deps = { db: database.db, clock: Date.now, logger: silentLogger }
   // The LISTEN subscription must be up before anything is cached.

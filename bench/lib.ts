@@ -256,7 +256,7 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
   }
   const { openDatabase } = await import('../storage/connect.ts')
   const { migrateToLatest } = await import('../storage/migrate.ts')
-  const { silentLogger } = await import('../routes/deps.ts')
+  const { silentLogger } = await import('../log.ts')
   const handle = await openDatabase({ databaseUrl, dataDir: '', logger: silentLogger })
   try {
     await migrateToLatest(handle.db)

@@ -7,7 +7,7 @@
 import { parseScriptArgs } from '../cli/command.ts'
 import { loadConfig } from '../config.ts'
 import { seedWorld } from '../fixtures/seed.ts'
-import { silentLogger } from '../routes/deps.ts'
+import { silentLogger } from '../log.ts'
 import { createHandler } from '../server.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'

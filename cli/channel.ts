@@ -16,7 +16,7 @@ import { connect, type Socket } from 'node:net'
 import { createInterface } from 'node:readline'
 import type { Config } from '../config.ts'
 import type { DatabaseHandle } from '../storage/connect.ts'
-import { CommandFailed, type Env, type Io } from './command.ts'
+import { CommandFailed, type Env, type Io, type RunCommand } from './command.ts'
 import { insideRunningServer, usesDataDir, withLentDatabase } from './database.ts'
 import { DataDirHeldError, probeHolder, socketPath, type ConnectionHandler } from './lock.ts'
 import { readPasswordInput } from './prompt.ts'
@@ -134,11 +134,18 @@ async function answerPassword(socket: Socket, stdin: Io['stdin'] | null, stderr:
 export type ForgetCredentials = (id?: string) => void
 
 /** Carries out forwarded commands with the same implementations, on the server's database. */
-export function commandChannel(config: Config, handle: DatabaseHandle, forgetCredentials: ForgetCredentials): ConnectionHandler {
-  return (socket, first) => void carryOut(socket, first, config, handle, forgetCredentials)
+export function commandChannel(config: Config, handle: DatabaseHandle, forgetCredentials: ForgetCredentials, runCommand: RunCommand): ConnectionHandler {
+  return (socket, first) => void carryOut(socket, first, config, handle, forgetCredentials, runCommand)
 }
 
-async function carryOut(socket: Socket, request: Record<string, unknown>, config: Config, handle: DatabaseHandle, forgetCredentials: ForgetCredentials): Promise<void> {
+async function carryOut(
+  socket: Socket,
+  request: Record<string, unknown>,
+  config: Config,
+  handle: DatabaseHandle,
+  forgetCredentials: ForgetCredentials,
+  runCommand: RunCommand,
+): Promise<void> {
   const send = (message: Record<string, unknown>, callback?: () => void): boolean => socket.write(JSON.stringify(message) + '\n', callback)
   const finish = (code: number) => {
     if (!socket.destroyed) socket.end(JSON.stringify({ type: 'exit', code }) + '\n')
@@ -161,12 +168,11 @@ async function carryOut(socket: Socket, request: Record<string, unknown>, config
     stderr: Object.assign(remoteWritable(socket, 'stderr'), { isTTY: request.stderrIsTTY === true }),
     stdin: remoteStdin(socket, send, request.stdinIsTTY === true),
   }
-  const { runCli } = await import('./main.ts')
   let code: number
   try {
     // Key and user commands name each changed credential as soon as it is committed, before they
     // report success: a revoked key fails from the very next request, not when the cache ages out.
-    code = await withLentDatabase(handle, () => runCli(argv as string[], env, io, config, (id) => forgetCredentials(id)))
+    code = await withLentDatabase(handle, () => runCommand(argv as string[], env, io, { config, credentialsChanged: (id) => forgetCredentials(id) }))
   } catch {
     code = 1
   } finally {

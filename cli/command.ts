@@ -4,7 +4,12 @@
 import { realpathSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
+import type { FetchHandler } from '../http/pipeline.ts'
+import type { Logger } from '../log.ts'
+import type { RateLimitStore } from '../storage/ratelimits.ts'
+import type { Database } from '../storage/schema.ts'
 
 /** Where a command reads and writes. Tests pass streams; stdin may be absent (no input at all). */
 export interface Io {
@@ -40,6 +45,34 @@ export interface CommandContext {
    * here, so a revocation holds from the very next request; absent when the command runs alone.
    */
   readonly credentialsChanged?: (id: string) => void
+  /** Builds the handler `start` serves (server.ts passes its createHandler). */
+  readonly buildApp?: BuildApp
+}
+
+/** Runs one command line (cli/main.ts `runCli`), handed to the command channel by `start`. */
+export type RunCommand = (
+  argv: readonly string[],
+  env: Env,
+  io: Io,
+  options: { readonly config: Config; readonly credentialsChanged: (id: string) => void },
+) => Promise<number>
+
+/** What `start` serves: a fetch handler with one start()/close() pair for its background work. */
+export interface ServedApp extends FetchHandler {
+  /** Forgets cached credential lookups of an id (all when none): see server.ts. */
+  forgetCredentials(id?: string): void
+  start(): void
+  close(): Promise<void>
+}
+
+export type BuildApp = (config: Config, deps: AppDeps) => ServedApp
+
+/** What the CLI hands the handler builder: the open database, the clock, the logger, shared rate limits. */
+export interface AppDeps {
+  readonly db: Kysely<Database>
+  readonly clock: () => number
+  readonly logger: Logger
+  readonly rateLimits?: RateLimitStore
 }
 
 export interface Command {

@@ -2,7 +2,7 @@
 // or, when a running server carries the command out, that server's open database.
 import { AsyncLocalStorage } from 'node:async_hooks'
 import type { Config } from '../config.ts'
-import { createJsonLogger, type Logger } from '../routes/deps.ts'
+import { createJsonLogger, type Logger } from '../log.ts'
 import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
 import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'

@@ -2,7 +2,7 @@
 // Every command and group answers --help without opening the database or reading configuration.
 import { ConfigError, loadConfig, type Config } from '../config.ts'
 import { forwardToRunningServer } from './channel.ts'
-import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type Command, type Env, type Io } from './command.ts'
+import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type BuildApp, type Command, type Env, type Io } from './command.ts'
 import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
@@ -15,9 +15,10 @@ const start: Command = {
   summary: 'migrate the database and serve HTTP on HOST:PORT',
   options: {},
   notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see README.md.',
-  async run({ config }) {
+  async run({ config, buildApp }) {
+    if (!buildApp) throw new CommandFailed('start serves the handler server.ts builds: run server.ts start')
     const { startServer } = await import('./start.ts')
-    const running = await startServer(config).catch((error: unknown) => {
+    const running = await startServer(config, buildApp, runCli).catch((error: unknown) => {
       // startServer closed what it opened; whatever still holds the event loop must not keep a
       // failed server alive (the timer itself does not).
       setTimeout(() => process.exit(1), 1000).unref()
@@ -140,7 +141,16 @@ function answerHelp(words: readonly string[], io: Io): number {
  * `given` and `credentialsChanged` come from a running server carrying out a forwarded command:
  * its own configuration, and how it drops its cached credential lookups.
  */
-export async function runCli(argv: readonly string[], env: Env, io: Io = process, given?: Config, credentialsChanged?: (id: string) => void): Promise<number> {
+export interface CliOptions {
+  /** The configuration already loaded (a command carried out by the running server); else read from env. */
+  readonly config?: Config
+  /** See CommandContext.credentialsChanged. */
+  readonly credentialsChanged?: (id: string) => void
+  /** Builds the handler `start` serves: given by the composition root (server.ts). */
+  readonly buildApp?: BuildApp
+}
+
+export async function runCli(argv: readonly string[], env: Env, io: Io = process, cli: CliOptions = {}): Promise<number> {
   if (argv.length === 0) {
     io.stderr.write(topHelp())
     return 2
@@ -155,10 +165,11 @@ export async function runCli(argv: readonly string[], env: Env, io: Io = process
   }
   try {
     const options = parseOptions(command, rest)
-    const config = given ?? loadConfig(env)
+    const config = cli.config ?? loadConfig(env)
     const forwarded = await forwardToRunningServer(command.name, argv, config, io, env)
     if (forwarded !== null) return forwarded
-    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}) })
+    const { credentialsChanged, buildApp } = cli
+    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}), ...(buildApp ? { buildApp } : {}) })
   } catch (error) {
     return report(command, error, io)
   }

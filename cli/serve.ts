@@ -9,8 +9,10 @@ import { readFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Config } from '../config.ts'
-import { connectNotSupported, HttpError, REASON, type ConnectionInfo, type Reply } from '../routes/http.ts'
-import { BAD_TARGET, type FetchHandler } from '../routes/surface.ts'
+import type { ConnectionInfo } from '../http/context.ts'
+import { BAD_TARGET, connectNotSupported, HttpError, REASON } from '../http/errors.ts'
+import type { FetchHandler } from '../http/pipeline.ts'
+import type { Reply } from '../http/reply.ts'
 
 export interface Served {
   readonly runtime: 'node' | 'bun' | 'deno'

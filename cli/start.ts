@@ -1,7 +1,7 @@
 // `start`: open and migrate the database, build the handler, serve it, and shut down gracefully.
 import type { Config } from '../config.ts'
-import { createJsonLogger } from '../routes/deps.ts'
-import { createHandler } from '../server.ts'
+import { createJsonLogger } from '../log.ts'
+import type { BuildApp, RunCommand } from './command.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { commandChannel } from './channel.ts'
 import { openLockedDatabase } from './database.ts'
@@ -14,7 +14,7 @@ export interface RunningServer {
   stop(): Promise<void>
 }
 
-export async function startServer(config: Config): Promise<RunningServer> {
+export async function startServer(config: Config, buildApp: BuildApp, runCommand: RunCommand): Promise<RunningServer> {
   const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel, batchedStdout())
   // Whatever was opened is closed again if a later step fails, so a failed start exits at once.
   const opened: Array<() => Promise<void>> = []
@@ -28,14 +28,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
     if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
     // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
     const rateLimits = handle.kind === 'postgres' ? createRateLimitStore(handle.db, { logger }) : undefined
-    if (rateLimits) opened.push(() => rateLimits.close())
-    const app = createHandler(config, { db: handle.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
+    const app = buildApp(config, { db: handle.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
+    // Background work (credential feed and timers, rate-limit sharing) starts here and stops at close.
+    app.start()
     opened.push(() => app.close())
     const server = await serve(app, config).catch((error: Error & { code?: string }) => {
       throw error.code === 'EADDRINUSE' ? new Error(`port ${config.port} on ${config.host} is already in use (set PORT to a free port, or stop what listens there)`) : error
     })
     // Operator commands on this data directory are carried out here, on this database.
-    lock?.setHandler(commandChannel(config, handle, (id) => app.forgetCredentials(id)))
+    lock?.setHandler(commandChannel(config, handle, (id) => app.forgetCredentials(id), runCommand))
     logger.log('info', 'listening', {
       runtime: server.runtime,
       url: `${config.tlsCertFile ? 'https' : 'http'}://${config.host}:${server.port}`,
@@ -52,7 +53,6 @@ export async function startServer(config: Config): Promise<RunningServer> {
         // In-flight requests finish first; then background work and the database close.
         await server.close()
         await app.close()
-        await rateLimits?.close()
         await database.close()
         logger.log('info', 'stopped')
         resolveStopped()

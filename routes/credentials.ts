@@ -5,15 +5,17 @@
 // affected entries synchronously; other processes sharing the PostgreSQL database hear of it on
 // LISTEN/NOTIFY. While that subscription is down (or not yet up) nothing is cached, and every
 // entry also dies after MAX_AGE_MS as a safety net.
-import pg from 'pg'
 import type { Config } from '../config.ts'
-import { notifyCredentialChange, REVOCATION_CHANNEL } from '../storage/revocations.ts'
+import { isPostgresUrl } from '../domain/database-url.ts'
+import type { Role } from '../domain/roles.ts'
+import { errorCode } from '../log.ts'
+import { notifyCredentialChange, startRevocationFeed, type RevocationFeed } from '../storage/revocations.ts'
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
-import type { Role } from '../storage/schema.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
 import { deleteExpiredTokens, findPrincipalByAccessHash, pruneTokenFamilies } from '../storage/tokens.ts'
 import type { Deps } from './deps.ts'
-import { HttpError, type RequestContext } from './http.ts'
+import { HttpError } from '../http/errors.ts'
+import { type RequestContext } from './deps.ts'
 
 export interface Principal {
   readonly organizationId: string
@@ -36,7 +38,7 @@ export interface Principal {
 
 export interface Credentials {
   /** The principal of the request's bearer credential; throws 401 otherwise. */
-  authenticate(request: Request, ctx: RequestContext): Promise<Principal>
+  authenticate(request: Request, ctx: Pick<RequestContext, 'now'>): Promise<Principal>
   /** Forgets cached lookups of the key and of every token minted from it, here and in peers. */
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
@@ -51,6 +53,9 @@ export interface Credentials {
   forget(id?: string): void
   /** True while positive lookups may be cached (for tests and diagnostics). */
   cacheEnabled(): boolean
+  /** Starts the revocation feed (PostgreSQL) and the timers that record key use and prune tokens. */
+  start(): void
+  /** Stops what start() began, after recording pending key uses. */
   close(): Promise<void>
 }
 
@@ -60,7 +65,6 @@ export const INVALID_TOKEN = 'Invalid or expired token'
 const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
 const LAST_USED_FLUSH_MS = 30_000
-const RECONNECT_MS = 1_000
 const PRUNE_MS = 3_600_000
 
 interface Entry {
@@ -71,25 +75,28 @@ interface Entry {
 // RFC 6750 §2.1: the scheme name is case-insensitive; exactly one space-separated token.
 const BEARER = /^bearer +([^\s]+) *$/i
 
-export function createCredentials(config: Config, deps: Deps): Credentials {
+export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger' | 'listenUrl'>): Credentials {
   const cache = new Map<string, Entry>()
   // Bumped by every invalidation: a lookup that started before one never caches its result.
   let epoch = 0
   const keyUses = new Map<string, number>()
-  const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : config.databaseUrl && /^postgres(ql)?:\/\//.test(config.databaseUrl) ? config.databaseUrl : null
-  const feed = listenUrl ? startFeed(listenUrl, deps, invalidate, flush) : null
+  const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
+  let feed: RevocationFeed | null = null
+  let timers: Array<ReturnType<typeof setInterval>> = []
 
-  const flushTimer = setInterval(() => void flushKeyUses(), LAST_USED_FLUSH_MS)
-  flushTimer.unref?.()
-  // Expired tokens never authenticate; deleting them only keeps the tables small.
-  // Dead session families (ended, or revoked longer than a refresh lifetime ago) go too.
-  const pruneTimer = setInterval(() => {
+  function every(ms: number, work: () => void): void {
+    const timer = setInterval(work, ms)
+    timer.unref?.()
+    timers.push(timer)
+  }
+
+  /** Expired tokens never authenticate; deleting them, and dead session families, only keeps the tables small. */
+  function prune(): void {
     const now = new Date(deps.clock())
     deleteExpiredTokens(deps.db, now)
       .then(() => pruneTokenFamilies(deps.db, { refreshSeconds: config.refreshTokenTtlSeconds, accessSeconds: config.accessTokenTtlSeconds }, now))
-      .catch((error: { code?: string }) => deps.logger.log('warn', 'could not prune expired tokens', { code: error.code ?? null }))
-  }, PRUNE_MS)
-  pruneTimer.unref?.()
+      .catch((error: unknown) => deps.logger.log('warn', 'could not prune expired tokens', { code: errorCode(error) }))
+  }
 
   function flush(): void {
     epoch++
@@ -104,17 +111,18 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     }
   }
 
+  /** With a feed configured, nothing is cached until it is started and subscribed. */
   function cacheEnabled(): boolean {
-    return feed === null || feed.subscribed()
+    return listenUrl === null || (feed?.subscribed() ?? false)
   }
 
   async function publish(id: string): Promise<void> {
-    if (!feed) return
+    if (listenUrl === null) return
     try {
       await notifyCredentialChange(deps.db, id)
     } catch (error) {
       // Peers still drop the entry within MAX_AGE_MS.
-      deps.logger.log('warn', 'revocation notify failed', { code: (error as { code?: string }).code ?? null })
+      deps.logger.log('warn', 'revocation notify failed', { code: errorCode(error) })
     }
   }
 
@@ -125,7 +133,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     try {
       await recordKeyUses(deps.db, batch)
     } catch (error) {
-      deps.logger.log('warn', 'could not record key use', { code: (error as { code?: string }).code ?? null })
+      deps.logger.log('warn', 'could not record key use', { code: errorCode(error) })
     }
   }
 
@@ -209,92 +217,18 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
       else invalidate(id)
     },
     cacheEnabled,
-    async close() {
-      clearInterval(flushTimer)
-      clearInterval(pruneTimer)
-      await feed?.close()
-      await flushKeyUses()
+    start() {
+      if (timers.length > 0) return
+      if (listenUrl) feed = startRevocationFeed(listenUrl, deps.logger, invalidate, flush)
+      every(LAST_USED_FLUSH_MS, () => void flushKeyUses())
+      every(PRUNE_MS, prune)
     },
-  }
-}
-
-interface Feed {
-  subscribed(): boolean
-  close(): Promise<void>
-}
-
-/**
- * A dedicated connection LISTENing for revocations from other processes. On loss the cache is
- * flushed and stays off until the subscription is back, so no entry can outlive a revoke that
- * happened while we were deaf.
- */
-function startFeed(url: string, deps: Deps, onRevoked: (id: string) => void, onLoss: () => void): Feed {
-  let client: pg.Client | null = null
-  let subscribed = false
-  let closed = false
-  let timer: ReturnType<typeof setTimeout> | null = null
-
-  const lost = (reason: string) => {
-    if (!subscribed && client === null) return
-    subscribed = false
-    onLoss()
-    const old = client
-    client = null
-    old?.removeAllListeners()
-    old?.on('error', () => {})
-    void old?.end().catch(() => {})
-    if (!closed) {
-      deps.logger.log('warn', 'revocation feed lost; credential cache off until it is back', { reason })
-      schedule()
-    }
-  }
-
-  const schedule = () => {
-    if (closed || timer) return
-    timer = setTimeout(() => {
-      timer = null
-      void connect()
-    }, RECONNECT_MS)
-    timer.unref?.()
-  }
-
-  const connect = async () => {
-    if (closed) return
-    const next = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000, keepAlive: true })
-    client = next
-    next.on('error', (error: Error & { code?: string }) => lost(error.code ?? 'error'))
-    next.on('end', () => lost('end'))
-    next.on('notification', (message) => {
-      if (message.channel === REVOCATION_CHANNEL && message.payload) onRevoked(message.payload)
-    })
-    try {
-      await next.connect()
-      await next.query(`LISTEN ${REVOCATION_CHANNEL}`)
-      if (closed || client !== next) {
-        await next.end().catch(() => {})
-        return
-      }
-      subscribed = true
-    } catch (error) {
-      if (client === next) lost((error as { code?: string }).code ?? 'connect failed')
-      else schedule()
-    }
-  }
-
-  void connect()
-  return {
-    subscribed: () => subscribed,
     async close() {
-      closed = true
-      subscribed = false
-      if (timer) clearTimeout(timer)
-      const old = client
-      client = null
-      if (old) {
-        old.removeAllListeners()
-        old.on('error', () => {})
-        await old.end().catch(() => {})
-      }
+      for (const timer of timers) clearInterval(timer)
+      timers = []
+      await feed?.close()
+      feed = null
+      await flushKeyUses()
     },
   }
 }

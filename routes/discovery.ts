@@ -12,8 +12,10 @@ import { LOGO_SVG } from '../wellknown/logo.ts'
 import { buildAuthorizationServerMetadata } from '../wellknown/oauth-authorization-server.ts'
 import { buildProtectedResourceMetadata, protectedResourceSuffixes } from '../wellknown/oauth-protected-resource.ts'
 import { API_VERSION, buildOpenApi } from '../wellknown/openapi.ts'
-import { HttpError, reply, type Reply } from './http.ts'
-import type { OperationDoc, ResponseDoc, Route, Surface } from './surface.ts'
+import { HttpError } from '../http/errors.ts'
+import { reply, type Reply } from '../http/reply.ts'
+import type { OperationDoc, PublishedSurface, ResponseDoc } from '../http/pipeline.ts'
+import { type Route, type Surface } from './deps.ts'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 const CACHE_CONTROL = 'public, max-age=3600'
@@ -81,15 +83,15 @@ function documentDoc(operationId: string, summary: string, mediaType: string, ex
 }
 
 /** Paths of the other surfaces' routes that require a bearer token. */
-function protectedPaths(surfaces: readonly Surface[]): string[] {
-  return surfaces.flatMap((surface) => surface.routes.filter((route) => route.doc && route.doc.scopes !== null).map((route) => route.path))
+function protectedPaths(surfaces: readonly PublishedSurface[]): string[] {
+  return surfaces.flatMap((surface) => surface.routes.filter((route) => route.doc.scopes !== null).map((route) => route.path))
 }
 
 /**
  * @param others the surfaces whose routes the OpenAPI document, agents.json and llms.txt
  *   describe (the discovery surface adds its own routes).
  */
-export function createDiscoverySurface(config: Config, others: readonly Surface[] = []): Surface {
+export function createDiscoverySurface(config: Config, others: readonly PublishedSurface[] = []): Surface {
   const documents = new Map<string, StaticDocument>()
   const serve = (key: string) => (request: IRequest) => serveDocument(documents.get(key)!, request as unknown as Request)
   const suffixes = new Map<string, StaticDocument>()

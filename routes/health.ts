@@ -2,10 +2,12 @@
 import type { Kysely } from 'kysely'
 import * as v from 'valibot'
 import { ProductErrorSchema } from './access.ts'
-import { json, type Reply, type RequestContext } from './http.ts'
+import { json, type Reply } from '../http/reply.ts'
+import type { RequestContext } from './deps.ts'
 import { databaseAnswers } from '../storage/health.ts'
 import type { Database } from '../storage/schema.ts'
-import type { OperationDoc, Route } from './surface.ts'
+import type { OperationDoc } from '../http/pipeline.ts'
+import type { Route } from './deps.ts'
 
 const CHECK_TIMEOUT_MS = 2000
 

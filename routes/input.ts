@@ -6,7 +6,7 @@
 // rest, so a crafted value never becomes a 500.
 import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from '@oslojs/encoding'
 import * as v from 'valibot'
-import { HttpError } from './http.ts'
+import { HttpError } from '../http/errors.ts'
 
 /**
  * The window every stored instant must fall in, in UTC: years 0001 to 9999. Both ends render as

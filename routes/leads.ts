@@ -2,10 +2,14 @@
 // POST /newsletter and its legacy alias POST /waitlist. No credentials; posted to by browsers.
 import * as v from 'valibot'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
-import { HttpError, json, mediaType, parseJsonObject, readText, type Reply, type RequestContext } from './http.ts'
+import { HttpError } from '../http/errors.ts'
+import { json, type Reply } from '../http/reply.ts'
+import { mediaType, parseJsonObject, readText } from '../http/body.ts'
+import { type RequestContext } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
-import type { OperationDoc, Route, Surface } from './surface.ts'
-import { isValidEmail } from './email.ts'
+import { type OperationDoc } from '../http/pipeline.ts'
+import { type Route, type Surface } from './deps.ts'
+import { isValidEmail } from '../domain/email.ts'
 
 export { isValidEmail }
 import type { Config } from '../config.ts'

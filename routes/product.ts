@@ -2,19 +2,18 @@
 // and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
-import { createPasswordHasher, type PasswordHasher } from '../storage/passwords.ts'
 import { createGuard } from './access.ts'
 import { authRoutes } from './auth.ts'
 import { createCredentials } from './credentials.ts'
 import type { Deps } from './deps.ts'
 import { healthRoutes } from './health.ts'
-import { REASON } from './http.ts'
+import { REASON } from '../http/errors.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { memberRoutes } from './members.ts'
 import { policyRoutes } from './policies.ts'
 import { createRateLimiter } from './ratelimit.ts'
-import type { Surface } from './surface.ts'
+import type { Surface } from './deps.ts'
 
 export interface ProductSurface extends Surface {
   /** Drops cached credential lookups (of one id, or all): see Credentials.forget. */
@@ -29,7 +28,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     // Per organization too: minting more keys must not multiply an organization's budget.
     createRateLimiter(config.apiOrgRateLimit, 'api-org', deps.rateLimits ?? null),
   )
-  const passwords = deps.passwords ?? passwordHasher(config)
+  const passwords = deps.passwords
   return {
     name: 'product',
     routes: [
@@ -45,16 +44,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }
         : { status: REASON[status] ?? 'Error', error: error.message },
     headers: { 'Cache-Control': 'no-store' },
+    start: () => credentials.start(),
     close: () => credentials.close(),
     forgetCredentials: (id) => credentials.forget(id),
   }
-}
-
-export function passwordHasher(config: Config): PasswordHasher {
-  return createPasswordHasher(config.passwordHashCost, {
-    concurrency: config.passwordHashConcurrency,
-    queue: config.passwordHashQueue,
-    perClient: config.passwordHashPerClient,
-    perAccount: config.passwordHashPerAccount,
-  })
 }

@@ -3,6 +3,7 @@
 // when a `RateLimitSync` is attached (several processes on one PostgreSQL), the local deltas are
 // shared in periodic batches and each window's decision uses local + other processes' counts.
 import type { RateLimitRule } from '../config.ts'
+import type { PendingCount, RateLimitSync } from '../storage/ratelimits.ts'
 
 export interface RateLimitDecision {
   readonly allowed: boolean
@@ -15,36 +16,6 @@ export interface RateLimitDecision {
 export interface RateLimiter {
   readonly rule: RateLimitRule
   take(key: string, now: number): RateLimitDecision
-}
-
-/** One key's counts not yet shared, drained by a sync. */
-export interface PendingCount {
-  readonly key: string
-  /** Window start, ms since the epoch. */
-  readonly start: number
-  /** Requests counted here since the last drain. */
-  readonly delta: number
-  /** Everything counted here in this window, including `delta`. */
-  readonly local: number
-}
-
-/** A limiter's side of the sharing: the sync drains deltas and merges back global totals. */
-export interface SharedCounters {
-  readonly name: string
-  readonly windowMs: number
-  /** Keys whose global count reaches this are pushed to every process, even ones not using them yet. */
-  readonly hot: number
-  drain(): PendingCount[]
-  /** The global total the store reported after adding a drained delta. */
-  merge(pending: PendingCount, global: number): void
-  /** A drained delta could not be stored: count it again at the next drain. */
-  restore(pending: PendingCount): void
-  /** The global count of a hot key in the current window, whether or not this process saw it. */
-  preload(key: string, start: number, global: number): void
-}
-
-export interface RateLimitSync {
-  attach(counters: SharedCounters): void
 }
 
 /** Keys kept at most; past this the oldest windows are dropped (bounded memory under a flood). */

@@ -2,7 +2,7 @@
 import { mkdirSync } from 'node:fs'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
-import type { Logger } from '../routes/deps.ts'
+import type { Logger } from '../log.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
 import { migrations } from './migrations/index.ts'
 import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'

@@ -2,7 +2,9 @@
 // display prefix are kept. Knows nothing of HTTP.
 import { sql, type Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
-import type { Database, Role } from './schema.ts'
+import { creatorString } from '../domain/creator.ts'
+import { lowerRole, type Role } from '../domain/roles.ts'
+import type { Database } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
 
 /** What listings show of a key: never its hash. */
@@ -44,14 +46,6 @@ export interface ActiveKey {
   created_by_user_id: string | null
 }
 
-/** Higher outranks lower (the docs/api.md role table, top to bottom). */
-export const ROLE_RANK: Readonly<Record<Role, number>> = Object.freeze({ viewer: 0, member: 1, manager: 2, admin: 3, owner: 4 })
-
-/** docs/api.md: a key's role never exceeds its creator's, so the lower of the two applies. */
-export function lowerRole(a: Role, b: Role | null): Role {
-  return b !== null && ROLE_RANK[b] < ROLE_RANK[a] ? b : a
-}
-
 const COLUMNS = [
   'id',
   'organization_id',
@@ -90,7 +84,7 @@ function toRecord(row: KeyRow): ApiKeyRecord {
     role: row.role,
     prefix: row.display_prefix,
     // A key made by a key also records the user it answers to; the key is the direct creator.
-    created_by: row.created_by_key_id ? `key:${row.created_by_key_id}` : row.created_by_user_id ? `user:${row.created_by_user_id}` : 'operator',
+    created_by: creatorString(row.created_by_user_id, row.created_by_key_id),
     created_at: new Date(row.created_at),
     expires_at: row.expires_at ? new Date(row.expires_at) : null,
     revoked_at: row.revoked_at ? new Date(row.revoked_at) : null,

@@ -196,3 +196,19 @@ export function createPasswordHasher(log2N: number, limits: HashingLimits): Pass
     },
   }
 }
+
+/** The hasher the PASSWORD_HASH_* settings describe. */
+export function passwordHasherFor(settings: {
+  readonly passwordHashCost: number
+  readonly passwordHashConcurrency: number
+  readonly passwordHashQueue: number
+  readonly passwordHashPerClient: number
+  readonly passwordHashPerAccount: number
+}): PasswordHasher {
+  return createPasswordHasher(settings.passwordHashCost, {
+    concurrency: settings.passwordHashConcurrency,
+    queue: settings.passwordHashQueue,
+    perClient: settings.passwordHashPerClient,
+    perAccount: settings.passwordHashPerAccount,
+  })
+}

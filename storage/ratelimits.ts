@@ -12,9 +12,40 @@
 // to a fresh process past half its quota is refused at once.
 // With the default 250 ms interval and a client spread over two processes, that is a few requests.
 import { sql, type Kysely } from 'kysely'
-import type { Logger } from '../routes/deps.ts'
-import type { PendingCount, RateLimitSync, SharedCounters } from '../routes/ratelimit.ts'
+import type { Logger } from '../log.ts'
 import type { Database } from './schema.ts'
+
+/**
+ * The sharing contract between a process-local limiter (routes/ratelimit.ts) and this store.
+ * One key's counts not yet shared, drained by a sync. */
+export interface PendingCount {
+  readonly key: string
+  /** Window start, ms since the epoch. */
+  readonly start: number
+  /** Requests counted here since the last drain. */
+  readonly delta: number
+  /** Everything counted here in this window, including `delta`. */
+  readonly local: number
+}
+
+/** A limiter's side of the sharing: the sync drains deltas and merges back global totals. */
+export interface SharedCounters {
+  readonly name: string
+  readonly windowMs: number
+  /** Keys whose global count reaches this are pushed to every process, even ones not using them yet. */
+  readonly hot: number
+  drain(): PendingCount[]
+  /** The global total the store reported after adding a drained delta. */
+  merge(pending: PendingCount, global: number): void
+  /** A drained delta could not be stored: count it again at the next drain. */
+  restore(pending: PendingCount): void
+  /** The global count of a hot key in the current window, whether or not this process saw it. */
+  preload(key: string, start: number, global: number): void
+}
+
+export interface RateLimitSync {
+  attach(counters: SharedCounters): void
+}
 
 export const DEFAULT_SYNC_INTERVAL_MS = 250
 /** Rows per upsert statement. */
@@ -23,6 +54,8 @@ const BATCH = 1000
 const CLEANUP_EVERY_MS = 60_000
 
 export interface RateLimitStore extends RateLimitSync {
+  /** Starts the timer that shares counts every interval; nothing is shared before. */
+  start(): void
   /** Shares every pending delta now (also run by the timer). */
   flush(): Promise<void>
   /** Stops the timer after a last flush. */
@@ -107,12 +140,13 @@ export function createRateLimitStore(
   return {
     attach(counters) {
       attached.push(counters)
-      if (timer === null) {
-        timer = setInterval(() => {
-          if (running === null) void flush()
-        }, intervalMs)
-        timer.unref?.()
-      }
+    },
+    start() {
+      if (timer !== null) return
+      timer = setInterval(() => {
+        if (running === null) void flush()
+      }, intervalMs)
+      timer.unref?.()
     },
     flush,
     async close() {

@@ -30,7 +30,8 @@ export interface NewsletterSubscriptionTable {
   received_at: Timestamp
 }
 
-export type Role = 'owner' | 'admin' | 'manager' | 'member' | 'viewer'
+export type { Role } from '../domain/roles.ts'
+import type { Role } from '../domain/roles.ts'
 
 export type DefaultDecision = 'deny' | 'require_approval' | 'allow'
 

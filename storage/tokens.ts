@@ -3,7 +3,7 @@
 // nothing of HTTP.
 import type { Kysely } from 'kysely'
 import type { Database, Role } from './schema.ts'
-import { lowerRole } from './keys.ts'
+import { lowerRole } from '../domain/roles.ts'
 import { generateSecret, hashSecret } from './secrets.ts'
 
 export interface FamilyOwner {

@@ -2,7 +2,7 @@
 // spelling of one address the same key. Pure function, no database.
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
-import { clientRateKey } from '../routes/client-address.ts'
+import { clientRateKey } from '../http/client-address.ts'
 
 /** Runs a fast-check property as one assertion, with fast-check's counterexample report on failure. */
 function holds<T>(t: Test, property: fc.IProperty<T>, numRuns: number): void {

@@ -6,15 +6,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { loadConfig, type Config } from '../config.ts'
-import type { Logger, LogLevel } from '../routes/deps.ts'
-import type { ConnectionInfo } from '../routes/http.ts'
+import type { Logger, LogLevel } from '../log.ts'
+import type { ConnectionInfo } from '../http/context.ts'
 import { createHandler, type Steward } from '../server.ts'
 import { createPostgresPool, fromPglite, type DatabaseHandle } from '../storage/connect.ts'
 import { Kysely, Migrator, PostgresDialect } from 'kysely'
 import { migrateToLatest } from '../storage/migrate.ts'
 import { migrations } from '../storage/migrations/index.ts'
 import type { Database } from '../storage/schema.ts'
-import { silentLogger } from '../routes/deps.ts'
+import { silentLogger } from '../log.ts'
 
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || null
 export const DATABASE_KIND = TEST_DATABASE_URL ? 'postgres' : 'pglite'
@@ -151,6 +151,7 @@ export async function createTestApp(
   // On PostgreSQL the product API's revocation feed LISTENs on the test database itself.
   const listenUrl = database.kind === 'postgres' ? TEST_DATABASE_URL : null
   const app = createHandler(config, { db: database.db, clock: clock.read, logger, listenUrl })
+  app.start()
   t.teardown(() => app.close())
   return {
     app,

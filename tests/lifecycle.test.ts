@@ -6,7 +6,7 @@ import { parseItem } from 'structured-headers'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { ConfigError, loadConfig, parseLifecycle } from '../config.ts'
-import { versionAlias } from '../routes/lifecycle.ts'
+import { versionAlias } from '../http/lifecycle.ts'
 import { bodyOf, createTestApp, FakeClock } from './helpers.ts'
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/

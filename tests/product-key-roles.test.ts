@@ -4,8 +4,8 @@
 // key keeps its own role. Changes apply on the next request, in this process and in another one.
 import t from 'tap'
 import { createCredentials } from '../routes/credentials.ts'
-import { silentLogger } from '../routes/deps.ts'
-import type { RequestContext } from '../routes/http.ts'
+import { silentLogger } from '../log.ts'
+import type { RequestContext } from '../routes/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
 
@@ -107,6 +107,7 @@ t.test('a demotion in another process sharing the database applies there on the 
   const { key, minted, userId } = await adminWithKey(app, 'remote@example.com')
   // The peer: another process's credential checks, with its own cache and its own LISTEN connection.
   const peer = createCredentials(testConfig(), { db: app.db, clock: app.clock.read, logger: silentLogger, listenUrl: TEST_DATABASE_URL })
+  peer.start()
   t.teardown(() => peer.close())
   const roleIn = async (token: string): Promise<string | number> => {
     try {

@@ -2,7 +2,7 @@
 // and revocation taking effect on the very next request, in this process and in another one.
 import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
-import { silentLogger } from '../routes/deps.ts'
+import { silentLogger } from '../log.ts'
 import { createPostgresPool, type DatabaseHandle } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'
 import { TEST_DATABASE_URL } from './helpers.ts'

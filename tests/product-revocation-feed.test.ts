@@ -3,8 +3,8 @@
 // back, caching resumes.
 import t from 'tap'
 import { createCredentials } from '../routes/credentials.ts'
-import { silentLogger } from '../routes/deps.ts'
-import type { RequestContext } from '../routes/http.ts'
+import { silentLogger } from '../log.ts'
+import type { RequestContext } from '../routes/deps.ts'
 import { createPostgresPool } from '../storage/connect.ts'
 import { FakeClock, openTestDatabase, TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { seedWorld } from '../fixtures/seed.ts'
@@ -36,6 +36,7 @@ t.test('a lost LISTEN connection turns the cache off until it is back', { skip: 
   const url = new URL(TEST_DATABASE_URL!)
   url.searchParams.set('application_name', name)
   const credentials = createCredentials(testConfig(), { db: database.db, clock: clock.read, logger: silentLogger, listenUrl: url.toString() })
+  credentials.start()
   t.teardown(() => credentials.close())
   const admin = createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
   t.teardown(() => admin.end())

@@ -100,7 +100,7 @@ t.test('GET /health', async (t) => {
   })
 
   t.test('a data route answers 503, not 500, once the database driver is destroyed', async (t) => {
-    const { isDatabaseUnavailable } = await import('../routes/http.ts')
+    const { isDatabaseUnavailable } = await import('../http/errors.ts')
     t.ok(isDatabaseUnavailable(new Error('driver has already been destroyed')))
     const fresh = await productApp(t)
     await fresh.db.destroy()

@@ -2,7 +2,7 @@
 // request helper that carries a bearer token.
 import type { Test } from 'tap'
 import { seedWorld } from '../fixtures/seed.ts'
-import type { ConnectionInfo } from '../routes/http.ts'
+import type { ConnectionInfo } from '../http/context.ts'
 import { createTestApp, type TestApp } from './helpers.ts'
 
 export interface ProductApp extends TestApp {

@@ -3,7 +3,8 @@
 // `default-src 'none'; frame-ancestors 'none'` (nothing we serve is HTML) and nosniff.
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import t, { type Test } from 'tap'
-import { reply, setSecurityHeaders } from '../routes/http.ts'
+import { reply } from '../http/reply.ts'
+import { setSecurityHeaders } from '../http/security.ts'
 import { createHandler } from '../server.ts'
 import { createPostgresPool } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'

@@ -4,7 +4,7 @@
 // the surface's own format. Runs on PGlite and on PostgreSQL (TEST_DATABASE_URL).
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
-import { REASON } from '../routes/http.ts'
+import { REASON } from '../http/errors.ts'
 import { CURSOR_INVALID, EARLIEST_TIMESTAMP, encodeCursor, LATEST_TIMESTAMP, readTimestamp } from '../routes/input.ts'
 import { jsonOf, productApp } from './product-support.ts'
 

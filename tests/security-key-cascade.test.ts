@@ -4,8 +4,8 @@
 // successor (and what the old key issued) alive, while revoking the successor reaches them.
 import t from 'tap'
 import { createCredentials } from '../routes/credentials.ts'
-import { silentLogger } from '../routes/deps.ts'
-import type { RequestContext } from '../routes/http.ts'
+import { silentLogger } from '../log.ts'
+import type { RequestContext } from '../routes/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { jsonOf, productApp, type ProductApp } from './product-support.ts'
 
@@ -114,6 +114,7 @@ t.test('in another process sharing the database, the issued key stops on the nex
   const a = await newKey(app, app.vars.OWNER_KEY_A!)
   const b = await newKey(app, a.api_key)
   const peer = createCredentials(testConfig(), { db: app.db, clock: app.clock.read, logger: silentLogger, listenUrl: TEST_DATABASE_URL })
+  peer.start()
   t.teardown(() => peer.close())
   const statusIn = async (token: string): Promise<number> => {
     try {

@@ -41,7 +41,6 @@ interface OperationLike {
   description?: unknown
   deprecated?: unknown
   tags?: unknown
-  'x-undocumented'?: unknown
 }
 
 const SOURCE_ID = 'steward_api'
@@ -52,8 +51,8 @@ export function buildAgentsJson(config: Config, openapi: { paths?: Record<string
     for (const value of Object.values(item)) {
       const operation = value as OperationLike
       if (typeof operation?.operationId !== 'string') continue
-      // Deprecated aliases, undocumented routes and the discovery documents are no agent tasks.
-      if (operation.deprecated === true || operation['x-undocumented'] === true) continue
+      // Deprecated aliases and the discovery documents are no agent tasks.
+      if (operation.deprecated === true) continue
       if (Array.isArray(operation.tags) && operation.tags.includes('Discovery')) continue
       const id = snakeCase(operation.operationId)
       const title = typeof operation.summary === 'string' ? operation.summary : operation.operationId

@@ -14,7 +14,6 @@ interface OperationLike {
   security?: unknown
   deprecated?: unknown
   tags?: unknown
-  'x-undocumented'?: unknown
 }
 
 /** Link text may not hold brackets or line breaks; notes stay on one line. */
@@ -35,7 +34,7 @@ function operationSections(openapi: { servers?: { url: string }[]; paths?: Recor
     const server = (item.servers as { url: string }[] | undefined)?.[0]?.url ?? defaultServer
     for (const [method, value] of Object.entries(item)) {
       const operation = value as OperationLike
-      if (method === 'servers' || typeof operation?.operationId !== 'string' || operation['x-undocumented'] === true) continue
+      if (method === 'servers' || typeof operation?.operationId !== 'string') continue
       const tag = Array.isArray(operation.tags) && typeof operation.tags[0] === 'string' ? operation.tags[0] : 'API'
       if (tag === 'Discovery') continue
       const access = Array.isArray(operation.security) && operation.security.length === 0 ? 'public' : 'bearer token'

@@ -3,8 +3,9 @@
 // drift from the code. Nothing here is hand-written JSON Schema.
 import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema'
 import type { GenericSchema } from 'valibot'
-import type { Config, LifecycleEntry } from '../config.ts'
-import type { OperationDoc, ResponseDoc, Route, Surface } from '../routes/surface.ts'
+import type { Config } from '../config.ts'
+import type { LifecycleEntry } from '../domain/lifecycle.ts'
+import type { OperationDoc, PublishedRoute as Route, PublishedSurface as Surface, ResponseDoc } from '../http/pipeline.ts'
 
 export const OPENAPI_VERSION = '3.1.0'
 export const API_VERSION = '1.0.0'
@@ -87,12 +88,6 @@ export function surfaceUrl(config: Config, surface: Surface): string {
   return config.baseUrl
 }
 
-/** The operationId an undocumented route gets, so it still appears (and is flagged) in the document. */
-function fallbackOperationId(route: Route): string {
-  const words = `${route.method.toLowerCase()} ${route.path}`.split(/[^A-Za-z0-9]+/).filter(Boolean)
-  return words.map((word, i) => (i === 0 ? word : word[0]!.toUpperCase() + word.slice(1))).join('')
-}
-
 class ComponentSchemas {
   readonly schemas: Record<string, JsonObject> = {}
   /** A titled schema becomes a named component; an equal title with another shape stays inline. */
@@ -170,15 +165,6 @@ function operationObject(route: Route, doc: OperationDoc, config: Config, compon
   return operation
 }
 
-function undocumentedOperation(route: Route): JsonObject {
-  return {
-    operationId: fallbackOperationId(route),
-    summary: `${route.method} ${route.path} (not documented yet)`,
-    responses: { default: { description: 'Not documented yet.' } },
-    'x-undocumented': true,
-  }
-}
-
 export interface OpenApiOptions {
   readonly title?: string
   readonly description?: string
@@ -196,11 +182,11 @@ export function buildOpenApi(config: Config, surfaces: readonly Surface[], optio
   for (const surface of surfaces) {
     const url = surfaceUrl(config, surface)
     for (const route of surface.routes) {
-      const operation = route.doc ? operationObject(route, route.doc, config, components) : undocumentedOperation(route)
+      const operation = operationObject(route, route.doc, config, components)
       const id = operation.operationId as string
       if (operationIds.has(id)) throw new Error(`OpenAPI: operationId ${id} is used twice (${route.method} ${route.path})`)
       operationIds.add(id)
-      for (const tag of route.doc?.tags ?? []) tags.add(tag)
+      for (const tag of route.doc.tags) tags.add(tag)
       const path = openApiPath(route.path)
       const item = (paths[path] ??= {})
       // A path served from another public URL than the first server says so (OpenAPI 3.1 §4.8.9).

@@ -1,15 +1,15 @@
 // CORS for browsers posting from another origin (the marketing website), per the Fetch standard.
 // Never Access-Control-Allow-Credentials: the API has no cookies, and credentials with a
 // wildcard or an arbitrary echoed origin would let any site act as the user.
-import type { Config } from '../config.ts'
-import { reply, type Reply } from './http.ts'
+import type { PipelineConfig } from './context.ts'
+import { reply, type Reply } from './reply.ts'
 
 const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
 const ALLOWED_HEADERS = 'Content-Type, Service-Api-Version, Authorization, X-Request-Id'
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 
 /** Headers every response to a cross-origin request carries, errors included. */
-export function corsHeaders(config: Config, request: Request): Record<string, string> {
+export function corsHeaders(config: Pick<PipelineConfig, 'corsOrigins'>, request: Request): Record<string, string> {
   const origin = request.headers.get('origin')
   if (config.corsOrigins === '*') {
     return { 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': EXPOSED }
@@ -22,7 +22,7 @@ export function corsHeaders(config: Config, request: Request): Record<string, st
 }
 
 /** Answer to an OPTIONS request: a CORS preflight (204) or a plain capability query. */
-export function preflight(config: Config, request: Request, allow: readonly string[]): Reply {
+export function preflight(config: Pick<PipelineConfig, 'corsOrigins'>, request: Request, allow: readonly string[]): Reply {
   const methods = [...new Set([...allow, 'OPTIONS'])].join(', ')
   const headers: Record<string, string> = { Allow: methods, ...corsHeaders(config, request) }
   if (request.headers.get('access-control-request-method') !== null && headers['Access-Control-Allow-Origin']) {

@@ -9,7 +9,7 @@
 //
 // A route answers 410 from its sunset on. A version only adds headers to requests whose
 // Service-Api-Version names it (v1, 1, 1.0.0 → v1): the header is informational (docs/api.md).
-import type { Lifecycle, LifecycleEntry } from '../config.ts'
+import type { Lifecycle, LifecycleEntry } from '../domain/lifecycle.ts'
 
 export function lifecycleHeaders(entry: LifecycleEntry): Record<string, string> {
   // RFC 9745 §2.1: a structured-field Date, "@" + seconds since the epoch.

@@ -1,17 +1,22 @@
-// Composition: each surface is a list of routes plus its error format; `createFetch` turns any
-// set of surfaces into one fetch handler dispatching through itty-router.
+// The request pipeline: each surface is a list of routes plus its error format; `createFetch`
+// turns any set of surfaces into one fetch handler dispatching through itty-router. Step by step
+// (docs/architecture.md): build the context, route, run the route's lifecycle check and handler,
+// turn a thrown error into the surface's error body, add lifecycle and surface headers, then the
+// headers every answer carries (security.ts), log, and build the one Response.
 import { Router, type IRequest } from 'itty-router'
 import type { GenericSchema } from 'valibot'
-import type { Config } from '../config.ts'
-import type { Deps } from './deps.ts'
-import { corsHeaders, preflight } from './cors.ts'
-import { buildContext, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable, json, setHeaders, setSecurityHeaders, type ConnectionInfo, type Reply, type RequestContext } from './http.ts'
+import { errorCode } from '../log.ts'
+import { buildContext, type ConnectionInfo, type PipelineConfig, type PipelineDeps, type RequestContext } from './context.ts'
+import { preflight } from './cors.ts'
+import { BAD_TARGET, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable } from './errors.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
+import { json, setHeaders, type Reply } from './reply.ts'
+import { finish } from './security.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
-/** Handlers answer with a Reply (http.ts `json`, access.ts `created`/`noContent`); fetch builds the Response. */
-export type RouteHandler = (request: IRequest, ctx: RequestContext) => Reply | Promise<Reply>
+/** Handlers answer with a Reply (reply.ts `json`, `created`, `noContent`); fetch builds the Response. */
+export type RouteHandler<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> = (request: IRequest, ctx: RequestContext<C, D>) => Reply | Promise<Reply>
 
 export interface ResponseDoc {
   readonly description: string
@@ -44,24 +49,35 @@ export interface OperationDoc {
   readonly deprecated?: boolean
 }
 
-export interface Route {
+export interface Route<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> {
   readonly method: Method
   /** itty-router pattern, e.g. "/policies/:policy_id". */
   readonly path: string
-  readonly handler: RouteHandler
-  /** Every route that is part of the published interface has one. */
-  readonly doc?: OperationDoc
+  readonly handler: RouteHandler<C, D>
+  /** What the OpenAPI document says of it: every route is published. */
+  readonly doc: OperationDoc
 }
 
-export interface Surface {
+export interface Surface<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> {
   readonly name: string
-  readonly routes: readonly Route[]
+  readonly routes: readonly Route<C, D>[]
   /** The body of an error response on this surface. */
   errorBody(status: number, error: HttpError): unknown
   /** Headers on every response of this surface (e.g. Cache-Control: no-store). */
   readonly headers?: Readonly<Record<string, string>>
-  /** Stops background work the surface started (timers, LISTEN connections). */
+  /** Starts background work (timers, LISTEN connections); nothing runs before it. */
+  start?(): void
+  /** Stops what start() began. */
   close?(): Promise<void>
+}
+
+/** What the discovery documents read of a route: its method, path and doc. */
+export type PublishedRoute = Pick<Route, 'method' | 'path' | 'doc'>
+
+/** What the discovery documents read of a surface: its name and routes, whatever its context types. */
+export interface PublishedSurface {
+  readonly name: string
+  readonly routes: readonly PublishedRoute[]
 }
 
 export interface FetchHandler {
@@ -82,20 +98,18 @@ export interface HandlerCounters {
   clientAborts: number
 }
 
-export interface FetchOptions {
-  readonly config: Config
-  readonly deps: Deps
+export interface FetchOptions<C extends PipelineConfig, D extends PipelineDeps> {
+  readonly config: C
+  readonly deps: D
   /** The surface whose error format answers unknown paths. */
-  readonly fallback: Surface
+  readonly fallback: Surface<C, D>
 }
 
 const GENERIC_500 = 'Internal server error'
 const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
-/** The one message for a request target or Host that cannot make a URL, whichever runtime saw it. */
-export const BAD_TARGET = 'Bad request target or Host header'
 
 /** Turns a thrown value into a reply in the surface's format; unknown errors are logged, never shown. */
-export function errorReply(surface: Surface, error: unknown, ctx: RequestContext): Reply {
+function errorReply(surface: Surface<any, any>, error: unknown, ctx: RequestContext): Reply {
   let httpError: HttpError
   if (error instanceof HttpError) {
     httpError = error
@@ -121,21 +135,16 @@ export function errorReply(surface: Surface, error: unknown, ctx: RequestContext
   return json(httpError.status, surface.errorBody(httpError.status, httpError), httpError.headers)
 }
 
-function errorCode(error: unknown): string | null {
-  const code = (error as { code?: unknown })?.code
-  return typeof code === 'string' ? code : null
-}
-
-export function createFetch(surfaces: readonly Surface[], options: FetchOptions): FetchHandler {
+export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(surfaces: readonly Surface<C, D>[], options: FetchOptions<C, D>): FetchHandler {
   const { config, deps, fallback } = options
-  const router = Router<IRequest, [RequestContext]>()
+  const router = Router<IRequest, [RequestContext<C, D>]>()
   const allowByPath = new Map<string, Set<string>>()
-  const surfaceByPath = new Map<string, Surface>()
+  const surfaceByPath = new Map<string, Surface<C, D>>()
   const versionLifecycle = createVersionLifecycle(config.lifecycle)
   const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
   for (const surface of surfaces) {
     for (const route of surface.routes) {
-      router[route.method.toLowerCase() as 'get'](route.path, guard(surface, route))
+      router[route.method.toLowerCase() as 'get'](route.path, wrap(surface, route))
       const allowed = allowByPath.get(route.path) ?? new Set<string>()
       allowed.add(route.method)
       if (route.method === 'GET') allowed.add('HEAD')
@@ -150,7 +159,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     // A deprecated path says so on every answer, a 405 or a preflight included.
     const entry = config.lifecycle.routes[path]
     const lifecycle = entry ? lifecycleHeaders(entry) : null
-    router.all(path, (request: IRequest, ctx: RequestContext): Reply => {
+    router.all(path, (request: IRequest, ctx: RequestContext<C, D>): Reply => {
       let reply: Reply
       if (request.method === 'OPTIONS') reply = preflight(config, request, allow)
       else {
@@ -166,12 +175,12 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
   }
   // An unknown path answers in the format of the surface that owns its first segment (a client of
   // the product API gets a product error for `/keys//rotate`), else in the fallback's.
-  const surfaceBySegment = new Map<string, Surface>()
+  const surfaceBySegment = new Map<string, Surface<C, D>>()
   for (const [path, surface] of surfaceByPath) {
     const segment = firstSegment(path)
     if (!segment.startsWith(':') && !surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
   }
-  router.all('*', (request: IRequest, ctx: RequestContext) => {
+  router.all('*', (request: IRequest, ctx: RequestContext<C, D>) => {
     const path = pathOf(request.url)
     const surface = surfaceBySegment.get(firstSegment(path)) ?? fallback
     const reply = errorReply(surface, new HttpError(404, `No resource at ${path}`), ctx)
@@ -185,7 +194,7 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     refuse(error: HttpError, headers?: Headers | null, conn?: ConnectionInfo): Reply {
       const request = new Request('http://refused.invalid/', headers ? { headers } : {})
       // A fresh id: the request never got far enough for its own X-Request-Id to be believed.
-      const ctx: RequestContext = { ...buildContext(request, config, deps, conn), requestId: crypto.randomUUID() }
+      const ctx: RequestContext<C, D> = { ...buildContext(request, config, deps, conn), requestId: crypto.randomUUID() }
       const out = errorReply(fallback, error, ctx)
       if (fallback.headers) setHeaders(out, fallback.headers)
       finish(out, request, ctx)
@@ -228,11 +237,12 @@ export function createFetch(surfaces: readonly Surface[], options: FetchOptions)
     },
   }
 
-  function guard(surface: Surface, route: Route) {
+  /** A route wrapped in its per-route steps: the sunset check, the error reply and the headers. */
+  function wrap(surface: Surface<C, D>, route: Route<C, D>) {
     // Lifecycle (deprecation/sunset) is fixed per path: look it up once, not per request.
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = entry ? lifecycleHeaders(entry) : null
-    return async (request: IRequest, ctx: RequestContext): Promise<Reply> => {
+    return async (request: IRequest, ctx: RequestContext<C, D>): Promise<Reply> => {
       let reply: Reply
       try {
         if (entry && isSunset(entry, ctx.now)) {
@@ -271,13 +281,4 @@ export function pathOf(url: string): string {
   const hash = url.indexOf('#', start)
   if (hash >= 0 && hash < end) end = hash
   return url.slice(start, end)
-}
-
-/** Headers every answer carries, added last (they win over a handler's). */
-function finish(reply: Reply, request: Request, ctx: RequestContext): void {
-  setSecurityHeaders(reply)
-  reply.headers['x-request-id'] = ctx.requestId
-  // Discovery documents (any origin) and preflights carry their own CORS answer: keep it.
-  if (!('access-control-allow-origin' in reply.headers)) setHeaders(reply, corsHeaders(ctx.config, request))
-  if (ctx.config.tlsCertFile) reply.headers['strict-transport-security'] = 'max-age=31536000'
 }

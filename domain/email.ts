@@ -22,3 +22,8 @@ export function isValidEmail(email: string): boolean {
   const tld = labels[labels.length - 1]!
   return tld.length >= 2 && !/^\d+$/.test(tld)
 }
+
+/** The form two addresses are compared in: trimmed, lower case. */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase()
+}

@@ -1,0 +1,267 @@
+// Reading a request body, the one way: bounded in size and time, strict UTF-8, a media type the
+// route accepts, and JSON (or a form) checked for what the database cannot take.
+import * as v from 'valibot'
+import type { PipelineConfig, RequestContext } from './context.ts'
+import { ClientAbortError, HttpError } from './errors.ts'
+
+const decoder = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Reads the body as text, refusing more than `limit` bytes while reading: a Content-Length
+ * over the limit is refused before any byte is read, and a chunked body is cut off as soon as
+ * it passes the limit. The whole body must arrive within `timeoutMs` (a client trickling one
+ * byte a second would otherwise hold the request open for as long as it likes): 408.
+ * A body that stops because the client went away is a ClientAbortError, never a server fault.
+ * Refusals close the connection: the unread rest of the body cannot be left for the next request.
+ */
+export async function readText(request: Request, limit: number, timeoutMs: number): Promise<string> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null && Number(declared) > limit) throw tooLarge(limit)
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      // Stop waiting for the stream; the 408 closes the connection, which ends any read left.
+      reader?.cancel().catch(() => {})
+      reject(tooSlow(timeoutMs))
+    }, timeoutMs)
+  })
+  try {
+    const bytes = readBytes(request, limit, declared, (opened) => (reader = opened))
+    return decodeUtf8(await Promise.race([bytes, expired]))
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+async function readBytes(
+  request: Request,
+  limit: number,
+  declared: string | null,
+  opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void,
+): Promise<Uint8Array> {
+  if (declared !== null && /^\d+$/.test(declared)) {
+    // A declared length within the limit bounds the read (the HTTP parser frames the body by it),
+    // so read it whole: on @hono/node-server this skips building a Request and a ReadableStream.
+    const bytes = new Uint8Array(await clientRead(request.arrayBuffer()))
+    if (bytes.byteLength > limit) throw tooLarge(limit)
+    return bytes
+  }
+  if (request.body === null) return new Uint8Array(0)
+  const reader = request.body.getReader()
+  opened(reader)
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for (;;) {
+      const { done, value } = await clientRead(reader.read())
+      if (done) break
+      size += value.byteLength
+      if (size > limit) throw tooLarge(limit)
+      chunks.push(value)
+    }
+  } catch (error) {
+    // A 413 (or a dead stream): stop reading and free the stream.
+    reader.cancel().catch(() => {})
+    throw error
+  }
+  return chunks.length === 1 ? chunks[0]! : concat(chunks, size)
+}
+
+/**
+ * A failed read of the body is the client's stream failing (a reset, a close mid-upload): name it
+ * so, or it passes for whatever its error code resembles (ECONNRESET looks like a lost database
+ * connection). A read the 408 race left behind may fail later with nobody awaiting it: caught.
+ */
+function clientRead<T>(pending: Promise<T>): Promise<T> {
+  const read = pending.catch((error: unknown) => {
+    if (error instanceof HttpError) throw error
+    throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
+  })
+  read.catch(() => {})
+  return read
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
+  if (bytes.byteLength === 0) return ''
+  try {
+    return decoder.decode(bytes)
+  } catch {
+    throw new HttpError(400, 'Request body is not valid UTF-8')
+  }
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
+}
+
+function tooLarge(limit: number): HttpError {
+  return new HttpError(413, `Request body is larger than ${limit} bytes`, { headers: { Connection: 'close' } })
+}
+
+function tooSlow(timeoutMs: number): HttpError {
+  return new HttpError(408, `Request body did not arrive within ${timeoutMs} ms`, { headers: { Connection: 'close' } })
+}
+
+/** The media type of the request, lower-cased, without parameters. */
+export function mediaType(request: Request): string {
+  return (request.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase()
+}
+
+const MAX_DEPTH = 32
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Parses a JSON object body and checks, without recursion, what the database and the rest of
+ * the code cannot take: nesting deeper than 32, NUL characters (PostgreSQL rejects them in text,
+ * SQLSTATE 22021), lone surrogates (stored silently as U+FFFD) and `__proto__` keys.
+ */
+export function parseJsonObject(text: string): Record<string, unknown> {
+  if (text.trim() === '') throw new HttpError(400, 'Request body is empty; send a JSON object')
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    throw new HttpError(400, 'Request body is not valid JSON')
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HttpError(400, 'Request body must be a JSON object')
+  }
+  checkJsonValue(value)
+  return value as Record<string, unknown>
+}
+
+export function checkJsonValue(root: unknown): void {
+  const stack: Array<[unknown, number]> = [[root, 1]]
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!
+    if (typeof value === 'string') {
+      checkString(value)
+    } else if (typeof value === 'object' && value !== null) {
+      if (depth > MAX_DEPTH) throw new HttpError(400, `Request body is nested more than ${MAX_DEPTH} levels deep`)
+      if (Array.isArray(value)) {
+        for (const item of value) stack.push([item, depth + 1])
+      } else {
+        for (const key of Object.keys(value)) {
+          if (key === '__proto__') throw new HttpError(400, 'Request body contains the forbidden key "__proto__"')
+          checkString(key)
+          stack.push([(value as Record<string, unknown>)[key], depth + 1])
+        }
+      }
+    }
+  }
+}
+
+/**
+ * What PostgreSQL text cannot hold: NUL (refused, SQLSTATE 22021) and lone UTF-16 surrogates
+ * (not Unicode; stored silently as U+FFFD, so the value read back differs from the one sent).
+ */
+export function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
+  if (text.includes('\u0000')) return 'nul'
+  if (LONE_SURROGATE.test(text)) return 'surrogate'
+  return null
+}
+
+function checkString(value: string): void {
+  const problem = unsafeTextProblem(value)
+  if (problem === 'nul') throw new HttpError(400, 'Request body contains a NUL character')
+  if (problem === 'surrogate') throw new HttpError(400, 'Request body contains an unpaired UTF-16 surrogate')
+}
+
+/** Body of a form post (`application/x-www-form-urlencoded`), with the same string checks. */
+export function parseForm(text: string): Record<string, string> {
+  const out: Record<string, string> = Object.create(null)
+  for (const [key, value] of new URLSearchParams(text)) {
+    if (key === '__proto__') throw new HttpError(400, 'Request body contains the forbidden key "__proto__"')
+    checkString(key)
+    checkString(value)
+    if (key in out) throw new HttpError(400, `Parameter ${key} is repeated`)
+    out[key] = value
+  }
+  return out
+}
+
+
+/** The body formats a route may accept. */
+export type BodyFormat = 'json' | 'form' | 'text/plain-json'
+
+export interface BodyOptions {
+  /** Accepted formats: `json` (application/json, any +json), `form` (x-www-form-urlencoded), `text/plain-json` (text/plain or no type, holding JSON: no CORS preflight). */
+  readonly accept: readonly BodyFormat[]
+  /** An empty body reads as `{}` (whatever its type). */
+  readonly optional?: boolean
+}
+
+export interface Body {
+  readonly form: boolean
+  readonly params: Record<string, unknown>
+}
+
+/**
+ * The one body reader: reads the text (bounded, timed), refuses a media type the route does not
+ * accept (415), and parses a JSON object or a form with the shared checks.
+ */
+export async function readBody(request: Request, ctx: RequestContext<PipelineConfig>, options: BodyOptions): Promise<Body> {
+  const type = mediaType(request)
+  const format = formatOf(type, options.accept)
+  // A lead post (text/plain accepted) refuses its type before reading; other routes read first,
+  // so an over-long body is a 413 whatever its type, and an optional empty body has no type.
+  if (format === null && options.accept.includes('text/plain-json')) throw unsupported(type, options.accept)
+  const text = await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs)
+  if (options.optional && text.trim() === '') return { form: false, params: {} }
+  if (format === null) throw unsupported(type, options.accept)
+  return format === 'form' ? { form: true, params: parseForm(text) } : { form: false, params: parseJsonObject(text) }
+}
+
+function formatOf(type: string, accept: readonly BodyFormat[]): 'json' | 'form' | null {
+  if (type === 'application/json' || type.endsWith('+json')) return 'json'
+  if (accept.includes('text/plain-json') && (type === '' || type === 'text/plain')) return 'json'
+  if (accept.includes('form') && type === 'application/x-www-form-urlencoded') return 'form'
+  return null
+}
+
+function unsupported(type: string, accept: readonly BodyFormat[]): HttpError {
+  const what = accept.includes('form') ? 'application/json or application/x-www-form-urlencoded' : 'application/json'
+  return new HttpError(415, `Content-Type ${type || '(none)'} is not supported; send ${what}`)
+}
+
+/**
+ * The one way valibot issues become a 400: the first issue's message, with the field it concerns
+ * when the message does not name it; a missing field is "Field X is required".
+ */
+export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, input)
+  if (result.success) return result.output
+  // A field the schema does not know wins over any other problem (OWASP API3: mass assignment).
+  const issues = result.issues
+  throw new HttpError(400, issueMessage(issues.find((issue) => issue.type === 'strict_object') ?? issues[0]))
+}
+
+export function issueMessage(issue: v.BaseIssue<unknown>): string {
+  const path = issue.path?.map((item) => String(item.key)).join('.')
+  if (path && issue.input === undefined && issue.path?.length === 1) return `Field ${path} is required`
+  const message = issue.message
+  return path && !message.includes(path) ? `${message} (at ${path})` : message
+}
+
+/**
+ * The message of a strict object's unknown key: fields the server owns are "read-only", any other
+ * is unknown. `readOnly` names response fields, not the schema's keys.
+ */
+export function unknownField(readOnly: readonly string[] = []): (issue: v.BaseIssue<unknown>) => string {
+  return (issue) => {
+    const key = String(issue.path?.[issue.path.length - 1]?.key ?? '')
+    return readOnly.includes(key) ? `Field ${key} is read-only` : `Unknown field: ${key}`
+  }
+}
+
+/** A JSON object body (application/json or a +json type): `readBody` for the common case. */
+export async function readJsonBody(request: Request, ctx: RequestContext<PipelineConfig>, options: { optional?: boolean } = {}): Promise<Record<string, unknown>> {
+  return (await readBody(request, ctx, { accept: ['json'], ...options })).params
+}

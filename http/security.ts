@@ -1,0 +1,33 @@
+// Headers every answer carries, whatever produced it (a route, the router's 404/405, or the
+// runtime adapter refusing a malformed request): added last, so they win over a handler's.
+import { corsHeaders } from './cors.ts'
+import type { PipelineConfig, RequestContext } from './context.ts'
+import { setHeaders, type Reply } from './reply.ts'
+
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'X-Content-Type-Options': 'nosniff',
+})
+
+// No answer of ours may be framed (clickjacking). Nothing we serve is HTML, so nothing in an
+// answer may load or run either: JSON, llms.txt and the SVG logo get `default-src 'none'` too.
+const CSP_FRAME = "frame-ancestors 'none'"
+const CSP_NONE = "default-src 'none'; frame-ancestors 'none'"
+
+/**
+ * Sets the headers every answer carries, whatever produced it (a route, the router's 404/405,
+ * or the runtime adapter refusing a malformed request): they win over a handler's.
+ */
+export function setSecurityHeaders(reply: Reply): void {
+  setHeaders(reply, SECURITY_HEADERS)
+  const type = reply.headers['content-type'] ?? ''
+  reply.headers['content-security-policy'] = /^\s*text\/html\b/i.test(type) ? CSP_FRAME : CSP_NONE
+}
+
+/** Security, request-id, CORS and HSTS headers: the last step of every answer. */
+export function finish(reply: Reply, request: Request, ctx: RequestContext<PipelineConfig>): void {
+  setSecurityHeaders(reply)
+  reply.headers['x-request-id'] = ctx.requestId
+  // Discovery documents (any origin) and preflights carry their own CORS answer: keep it.
+  if (!('access-control-allow-origin' in reply.headers)) setHeaders(reply, corsHeaders(ctx.config, request))
+  if (ctx.config.tlsCertFile) reply.headers['strict-transport-security'] = 'max-age=31536000'
+}

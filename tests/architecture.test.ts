@@ -1,0 +1,143 @@
+// The structure of docs/architecture.md, checked: every import of every source file (tests/ and
+// bench/ aside) runs in an allowed direction, and no file reaches itself through its imports.
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, normalize, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+const SKIPPED = new Set(['node_modules', 'tests', 'bench', '.git', '.runtimes', 'data'])
+
+/** A module's layer: its top folder, or the top-level file's name without .ts. */
+function layerOf(file: string): string {
+  const slash = file.indexOf('/')
+  return slash < 0 ? file.replace(/\.ts$/, '') : file.slice(0, slash)
+}
+
+/** Which layers each layer may import (its own always). Anything absent may import nothing else. */
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  domain: [],
+  engine: [],
+  log: [],
+  config: ['domain'],
+  http: ['domain', 'log'],
+  storage: ['domain', 'log', 'config'],
+  wellknown: ['http', 'domain', 'config'],
+  routes: ['engine', 'storage', 'domain', 'http', 'log', 'config', 'wellknown'],
+  cli: ['http', 'storage', 'domain', 'log', 'config'],
+  fixtures: ['cli', 'storage', 'domain', 'log', 'config'],
+  // The composition root builds everything; nothing imports it back.
+  server: ['cli', 'config', 'domain', 'engine', 'http', 'log', 'routes', 'storage', 'wellknown'],
+}
+
+export type Graph = ReadonlyMap<string, readonly string[]>
+
+/** Every import that breaks the layer rules: "from → to (why)". */
+export function wrongWay(graph: Graph): string[] {
+  const out: string[] = []
+  for (const [from, targets] of graph) {
+    const layer = layerOf(from)
+    for (const to of targets) {
+      const target = layerOf(to)
+      if (to === 'server.ts') out.push(`${from} → ${to} (nothing imports the composition root)`)
+      else if (target !== layer && !(ALLOWED[layer] ?? []).includes(target)) out.push(`${from} → ${to} (${layer} may not import ${target})`)
+    }
+  }
+  return out
+}
+
+/** Every import cycle, each as the files around it (first file repeated at the end). */
+export function cycles(graph: Graph): string[][] {
+  const found: string[][] = []
+  const state = new Map<string, 'open' | 'done'>()
+  const path: string[] = []
+  const visit = (file: string): void => {
+    state.set(file, 'open')
+    path.push(file)
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 'open') found.push([...path.slice(path.indexOf(next)), next])
+      else if (!state.has(next)) visit(next)
+    }
+    path.pop()
+    state.set(file, 'done')
+  }
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file)
+  return found
+}
+
+function sourceFiles(dir = ''): string[] {
+  const out: string[] = []
+  for (const entry of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
+    const path = dir ? `${dir}/${entry.name}` : entry.name
+    if (entry.isDirectory()) {
+      if (!SKIPPED.has(entry.name) && !entry.name.startsWith('.')) out.push(...sourceFiles(path))
+    } else if (entry.name.endsWith('.ts')) out.push(path)
+  }
+  return out
+}
+
+// Static imports and re-exports (type-only ones too: they are dependencies of meaning), and
+// dynamic import() of a literal path.
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g
+
+/** The repository's import graph: file → the repository files it imports (relative paths only). */
+export function importGraph(files: readonly string[]): Map<string, string[]> {
+  const graph = new Map<string, string[]>()
+  for (const file of files) {
+    const text = readFileSync(join(ROOT, file), 'utf8')
+    const targets = new Set<string>()
+    for (const match of text.matchAll(IMPORT)) {
+      const spec = match[1] ?? match[2]!
+      if (!spec.startsWith('.')) continue
+      targets.add(relative(ROOT, normalize(join(ROOT, dirname(file), spec))))
+    }
+    graph.set(file, [...targets])
+  }
+  return graph
+}
+
+const graph = importGraph(sourceFiles())
+
+t.test('the graph covers every layer, so the rules below check something', async (t) => {
+  const layers = new Set([...graph.keys()].map(layerOf))
+  for (const layer of ['domain', 'http', 'routes', 'storage', 'engine', 'cli', 'wellknown', 'server', 'config', 'log']) t.ok(layers.has(layer), `${layer} has files`)
+  t.ok([...graph.values()].flat().length > 100, 'and imports')
+  t.same([...graph.values()].flat().filter((to) => !graph.has(to)), [], 'every relative import names a file that exists')
+})
+
+t.test('every import runs the allowed way', async (t) => {
+  t.same(wrongWay(graph), [])
+})
+
+t.test('no import cycle', async (t) => {
+  t.same(cycles(graph), [])
+})
+
+t.test('storage, cli and http never import routes; nothing imports server.ts', async (t) => {
+  const into = (prefix: string) => [...graph].flatMap(([from, to]) => to.filter((x) => x.startsWith(prefix)).map((x) => `${from} → ${x}`))
+  t.same(into('routes/').filter((line) => !line.startsWith('routes/') && !line.startsWith('server.ts')), [])
+  t.same(into('server.ts'), [])
+})
+
+t.test('the checks catch a bad graph', async (t) => {
+  const bad: Graph = new Map([
+    ['storage/a.ts', ['routes/b.ts', 'log.ts']],
+    ['routes/b.ts', ['storage/a.ts', 'http/c.ts']],
+    ['http/c.ts', ['config.ts']],
+    ['cli/d.ts', ['server.ts']],
+    ['domain/e.ts', ['domain/f.ts']],
+    ['domain/f.ts', ['domain/e.ts']],
+    ['engine/g.ts', ['domain/e.ts']],
+  ])
+  t.same(wrongWay(bad).sort(), [
+    'cli/d.ts → server.ts (nothing imports the composition root)',
+    'engine/g.ts → domain/e.ts (engine may not import domain)',
+    'http/c.ts → config.ts (http may not import config)',
+    'storage/a.ts → routes/b.ts (storage may not import routes)',
+  ])
+  t.same(cycles(bad), [
+    ['domain/e.ts', 'domain/f.ts', 'domain/e.ts'],
+    ['routes/b.ts', 'storage/a.ts', 'routes/b.ts'],
+  ])
+  t.same(wrongWay(new Map([['routes/x.ts', ['storage/y.ts', 'engine/z.ts', 'http/w.ts']]])), [], 'allowed imports pass')
+})
