@@ -1,8 +1,7 @@
 // The discovery surface (docs/api.md): every document is built once, when the
 // surface is created, from the configured public URLs and the other surfaces' routes, and served
 // as static bytes with a strong ETag. Public, cacheable, readable from any origin, never redirected.
-import { sha256 } from '@oslojs/crypto/sha2'
-import { encodeBase64urlNoPadding } from '@oslojs/encoding'
+import { createHash } from 'node:crypto'
 import type { IRequest } from 'itty-router'
 import type { Config } from '../config.ts'
 import { buildAgentsJson } from '../wellknown/agents.ts'
@@ -28,8 +27,10 @@ export interface StaticDocument {
 }
 
 function staticDocument(body: string, contentType: string, extra: Record<string, string> = {}): StaticDocument {
-  // A strong validator over the exact bytes (RFC 9110 §8.8.3).
-  const etag = `"${encodeBase64urlNoPadding(sha256(new TextEncoder().encode(body)))}"`
+  // A strong validator over the exact bytes (RFC 9110 §8.8.3): SHA-256, base64url. node:crypto
+  // (on Node, Bun and Deno) hashes the documents in well under a millisecond where a JavaScript
+  // SHA-256, cold at start-up, took over 100 ms.
+  const etag = `"${createHash('sha256').update(body).digest('base64url')}"`
   return Object.freeze({
     body,
     etag,

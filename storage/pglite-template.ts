@@ -85,7 +85,7 @@ export async function copyInitdbTemplate(dataDir: string, startParams: readonly 
 
 function runInitdbWorker(dataDir: string, startParams: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./pglite-initdb.worker.mjs', import.meta.url), {
+    const worker = new Worker(join(ROOT, 'storage', 'pglite-initdb.worker.mjs'), {
       workerData: { dataDir, startParams: [...startParams], initDbStartParams: [...INITDB_PARAMS] },
     })
     let failure: Error | null = null

@@ -46,7 +46,7 @@ function toPolicy(row: Record<string, unknown>): Policy {
     agents: row.agents as string[],
     actions: row.actions as string[],
     resources: row.resources as string[],
-    conditions: (row.conditions as Record<string, unknown> | null) ?? null,
+    conditions: (row.legacy_conditions as Record<string, unknown> | null) ?? null,
     mode: row.mode as Mode,
     enabled: row.enabled as boolean,
     version: Number(row.version),
@@ -60,7 +60,10 @@ function toPolicy(row: Record<string, unknown>): Policy {
 function jsonColumns(fields: Partial<PolicyFields>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...fields }
   for (const name of ['agents', 'actions', 'resources'] as const) if (fields[name] !== undefined) out[name] = JSON.stringify(fields[name])
-  if (fields.conditions !== undefined) out.conditions = fields.conditions === null ? null : JSON.stringify(fields.conditions)
+  if (fields.conditions !== undefined) {
+    delete out.conditions
+    out.legacy_conditions = fields.conditions === null ? null : JSON.stringify(fields.conditions)
+  }
   return out
 }
 

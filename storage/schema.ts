@@ -33,9 +33,91 @@ export interface NewsletterSubscriptionTable {
 export type { Role } from '../domain/roles.ts'
 import type { Role } from '../domain/roles.ts'
 
+export type DefaultDecision = 'deny' | 'require_approval' | 'allow'
+
 export interface OrganizationTable {
   id: string
   name: string
+  created_at: Timestamp
+  default_decision: Generated<DefaultDecision>
+  unknown_agents: Generated<'deny' | 'evaluate'>
+  decision_retention_days: Generated<number>
+  /** Bumped with every change to the organization's policies, agents or these settings. */
+  ruleset_revision: Generated<number>
+  updated_at: Timestamp | null
+}
+
+/** A non-human actor of one organization; policies match its handle. */
+export interface AgentTable {
+  agent_id: string
+  organization_id: string
+  /** Unique per organization: 1–64 of [a-z0-9][a-z0-9._-]*. */
+  handle: string
+  display_name: Generated<string>
+  description: Generated<string>
+  owner_user_id: string | null
+  /** string → string, at most 32 entries; JSON text on write. */
+  labels: ColumnType<Record<string, string>, string | undefined, string>
+  status: 'active' | 'suspended' | 'discovered'
+  created_at: Timestamp
+  updated_at: Timestamp
+  last_seen_at: Timestamp | null
+}
+
+/** An immutable snapshot of a policy, written by every create, update, archive and rollback. */
+export interface PolicyVersionTable {
+  policy_id: string
+  version: number
+  organization_id: string
+  name: string
+  description: string
+  effect: 'allow' | 'deny' | 'require_approval'
+  agents: Json
+  actions: Json
+  resources: Json
+  condition: string | null
+  approval: ColumnType<unknown, string | null | undefined, string | null>
+  mode: 'enforce' | 'monitor'
+  enabled: boolean
+  archived: boolean
+  created_at: Timestamp
+  created_by: string
+}
+
+/** One logged decision (partitioned by month of evaluated_at). */
+export interface DecisionTable {
+  decision_id: string
+  organization_id: string
+  agent_id: string
+  agent_handle: string
+  action: string
+  resource: string
+  args: Json
+  context: Json
+  args_sha256: string
+  /** The answer given (allow after a consumed approval). */
+  decision: 'allow' | 'deny' | 'require_approval'
+  /** What the policies alone decided: what a replay compares with. */
+  policy_decision: 'allow' | 'deny' | 'require_approval'
+  reasons: Json
+  monitor: Json
+  errors: Json
+  approval_id: string | null
+  ruleset_revision: number
+  /** "key:<uuid>", "user:<uuid>" or "agent-key:<uuid>": the credential that asked. */
+  requested_by: string
+  evaluated_at: Timestamp
+}
+
+/** The first answer to an idempotency key, per credential, kept 24 hours. */
+export interface DecisionIdempotencyTable {
+  organization_id: string
+  requested_by: string
+  idempotency_key: string
+  decision_id: string
+  /** SHA-256 of the canonical request: the same key with another request is refused. */
+  request_sha256: string
+  response: Json
   created_at: Timestamp
 }
 
@@ -73,6 +155,8 @@ export interface ApiKeyTable {
    * that key is rotated. Null for keys issued by a user session or the operator.
    */
   issuer_key_id: Generated<string | null>
+  /** Set for a key bound to one agent: it may only act as that agent. */
+  agent_id: Generated<string | null>
   created_at: Timestamp
   expires_at: Timestamp | null
   revoked_at: Timestamp | null
@@ -136,7 +220,14 @@ export interface PolicyTable {
   agents: Json
   actions: Json
   resources: Json
-  conditions: ColumnType<unknown, string | null, string | null>
+  /** The free-form object of the first release, kept for reference; never evaluated. */
+  legacy_conditions: ColumnType<unknown, string | null, string | null>
+  /** A CEL expression, or null: the policy then applies whenever its patterns match. */
+  condition: string | null
+  /** For require_approval policies: approvers, roles and timeouts (JSON text on write). */
+  approval: ColumnType<unknown, string | null | undefined, string | null>
+  /** Set by DELETE: the policy no longer applies; its versions stay readable. */
+  archived_at: Timestamp | null
   mode: 'enforce' | 'monitor'
   enabled: boolean
   version: number
@@ -168,5 +259,9 @@ export interface Database {
   access_tokens: AccessTokenTable
   refresh_tokens: RefreshTokenTable
   policies: PolicyTable
+  policy_versions: PolicyVersionTable
+  agents: AgentTable
+  decisions: DecisionTable
+  decision_idempotency: DecisionIdempotencyTable
   rate_limit_counters: RateLimitCounterTable
 }

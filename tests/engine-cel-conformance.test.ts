@@ -179,6 +179,19 @@ function run(original: Json): { pass: boolean; detail: string } {
   return same(actual, expected) ? { pass: true, detail: 'ok' } : { pass: false, detail: `got ${String(actual)}` }
 }
 
+// Whether this runtime's Intl accepts a numeric offset ("+05:30") as a time zone: newer ICU
+// builds (Node 24) do, Node 20's does not. The library hands time zones to Intl, so the cases
+// documented under that reason pass or fail with the runtime, and neither is a surprise.
+const OFFSET_ZONE_REASON = 'numeric UTC offsets are not accepted as time zones (IANA names are)'
+const intlHasOffsetZones = (() => {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: '+05:30' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
 t.test('cel-spec conformance sample', async (t) => {
   const counts = { passed: 0, skipped: 0, known: 0 }
   const unexpected: string[] = []
@@ -192,7 +205,7 @@ t.test('cel-spec conformance sample', async (t) => {
     const { pass, detail } = run(original)
     if (id in KNOWN_FAILURES) {
       counts.known += 1
-      if (pass) fixed.push(id)
+      if (pass && !(intlHasOffsetZones && KNOWN_FAILURES[id] === OFFSET_ZONE_REASON)) fixed.push(id)
     } else if (pass) counts.passed += 1
     else unexpected.push(`${id}: ${original.expr} → ${detail}`)
   }

@@ -75,7 +75,7 @@ async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<voi
   for (const pid of childrenOf(npm.pid!)) kids.add(pid)
   t.equal(kids.size, 1, 'npm runs one child')
   const [server] = [...kids]
-  t.match(readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0').slice(0, 5).join(' '), /node --import tsx server\.ts start/, 'the child is the server, not a shell')
+  t.match(readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0').slice(0, 5).join(' '), /node cli\/launch\.mjs start/, 'the child is the server, not a shell')
 
   npm.kill('SIGTERM') // what `kill $!` sends after `npm start &`
   const { code } = await until('npm to exit', () => (npm.exitCode !== null || npm.signalCode !== null ? exited : null), 15_000)
