@@ -12,7 +12,9 @@ import { REASON } from './http.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { memberRoutes } from './members.ts'
+import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
+import { policyReplayRoutes } from './policy-replay.ts'
 import { createRateLimiter } from './ratelimit.ts'
 import type { Surface } from './surface.ts'
 
@@ -34,7 +36,9 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     name: 'product',
     routes: [
       ...authRoutes(config, credentials, passwords),
+      ...policyReplayRoutes(guard),
       ...policyRoutes(guard),
+      ...organizationRoutes(guard),
       ...keyRoutes(guard, credentials),
       ...memberRoutes(guard, credentials),
       ...invitationRoutes(config, guard, passwords),

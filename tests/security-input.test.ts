@@ -318,7 +318,11 @@ t.test('property: no route answers 500 to dates, numbers, ids, cursors or hostil
     agents: json(fc.array(nastyText, { maxLength: 3 })),
     actions: json(fc.array(nastyText, { minLength: 1, maxLength: 3 })),
     resources: json(fc.array(nastyText, { maxLength: 3 })),
-    conditions: json(fc.oneof(fc.constant(null), fc.dictionary(nastyText, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }))),
+    condition: json(fc.oneof(fc.constant(null), nastyText, fc.constantFrom('args.amount > 100', 'a.b.c(', '[1,2].all(x, [3].all(y, x < y))', 'resource.matches("a+")'))),
+    approval: fc.oneof(
+      json(fc.oneof(fc.constant(null), fc.dictionary(nastyText, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }))),
+      fc.tuple(rawNumber, rawNumber, rawNumber).map(([a, b, c]) => `{"approvers_required":${a},"timeout_seconds":${b},"use_within_seconds":${c}}`),
+    ),
     mode: json(fc.constantFrom('enforce', 'monitor')),
     enabled: json(fc.boolean()),
   }
