@@ -126,6 +126,8 @@ export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown):
   const issue = result.issues[0]
   const path = issue.path?.map((item: { key: unknown }) => String(item.key)).join('.')
   if (path && issue.input === undefined && issue.path?.length === 1) throw new HttpError(400, `Field ${path} is required`)
+  // A missing field inside a list item (a replay's drafts): name the field and where it is.
+  if (path && issue.input === undefined) throw new HttpError(400, `Field ${String(issue.path!.at(-1)!.key)} is required (at ${path})`)
   const message = issue.message
   throw new HttpError(400, path && !message.includes(path) ? `${message} (at ${path})` : message)
 }

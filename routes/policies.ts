@@ -398,9 +398,15 @@ export function actorOf(principal: Principal): string {
   return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
 }
 
-/** The pre-governance `conditions` object is gone: say what replaced it rather than "Unknown field". */
-function refuseLegacyConditions(body: Record<string, unknown>): void {
-  if ('conditions' in body) throw new HttpError(400, CONDITIONS_REPLACED)
+/**
+ * Checks valibot cannot make: the pre-governance `conditions` object is gone (say what replaced
+ * it rather than "Unknown field"), and an array is not an approval object (valibot's object
+ * schemas accept arrays). `where` prefixes the message, for drafts.
+ */
+export function refuseLegacyShapes(body: unknown, where = ''): void {
+  if (typeof body !== 'object' || body === null) return
+  if ('conditions' in body) throw new HttpError(400, `${where}${CONDITIONS_REPLACED}`)
+  if (Array.isArray((body as { approval?: unknown }).approval)) throw new HttpError(400, `${where}Field approval must be a JSON object or null`)
 }
 
 function policyIdOf(request: IRequest): string | null {
@@ -446,7 +452,7 @@ export function policyRoutes(guard: Guard): Route[] {
 
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
-    refuseLegacyConditions(body)
+    refuseLegacyShapes(body)
     refuseFields(body, ['organization_id', ...WRITABLE], READ_ONLY)
     const fromQuery = new URL(request.url).searchParams.get('organization_id')
     const fromBody = body.organization_id
@@ -472,7 +478,7 @@ export function policyRoutes(guard: Guard): Route[] {
   async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
     const body = await readJsonBody(request, ctx)
-    refuseLegacyConditions(body)
+    refuseLegacyShapes(body)
     refuseFields(body, WRITABLE, [...READ_ONLY, 'organization_id'])
     const changes = parseWith(PolicyUpdateSchema, body)
     if (Object.keys(body).length === 0) throw new HttpError(400, 'Request body names no field to change')

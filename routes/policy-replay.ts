@@ -14,7 +14,7 @@ import { parseWith, protectedErrors, readJsonBody, type Guard } from './access.t
 import type { Principal } from './credentials.ts'
 import { HttpError, json, type Reply, type RequestContext } from './http.ts'
 import { Timestamp } from './input.ts'
-import { fieldsFromInput, POLICY_NOT_FOUND, PolicyDraftSchema } from './policies.ts'
+import { fieldsFromInput, POLICY_NOT_FOUND, PolicyDraftSchema, refuseLegacyShapes } from './policies.ts'
 import type { OperationDoc, Route } from './surface.ts'
 
 export const MAX_REPLAY = 100_000
@@ -82,10 +82,12 @@ export interface ReplayRequest {
 
 /** Validates a replay body (the same rules as POST /policies for every draft); a problem is a 400 naming the draft. */
 export function parseReplayRequest(body: unknown): ReplayRequest {
+  const drafts = (body as { policies?: unknown }).policies
+  if (Array.isArray(drafts)) drafts.forEach((draft, index) => refuseLegacyShapes(draft, `Draft ${index}: `))
   const input = parseWith(ReplaySchema, body)
   if (input.from && input.to && input.from.getTime() >= input.to.getTime()) throw new HttpError(400, 'Field from must be earlier than to')
   const seen = new Set<string>()
-  const drafts = input.policies.map((draft, index) => {
+  const parsed = input.policies.map((draft, index) => {
     const where = `Draft ${index}: `
     const id = draft.policy_id?.toLowerCase()
     if (id !== undefined) {
@@ -94,7 +96,7 @@ export function parseReplayRequest(body: unknown): ReplayRequest {
     }
     return { ...fieldsFromInput(draft, where), ...(id === undefined ? {} : { policy_id: id }) }
   })
-  return { window: { from: input.from ?? null, to: input.to ?? null }, limit: input.limit, drafts }
+  return { window: { from: input.from ?? null, to: input.to ?? null }, limit: input.limit, drafts: parsed }
 }
 
 function inputOf(policy: PolicyFields, policyId: string, version: number): PolicyInput {
