@@ -8,7 +8,7 @@ import * as v from 'valibot'
 import { compilePolicySet, DEFAULT_REPLAY_SAMPLE, replay, type LoggedDecision, type PolicyInput, type Reason } from '../engine/index.ts'
 import { findOrganizationSettings } from '../storage/organization-settings.ts'
 import { findPolicy, listPoliciesInForce, type Policy, type PolicyFields } from '../storage/policies.ts'
-import { pageOfLoggedDecisions, type LoggedDecisionRow, type ReplayPosition, type ReplayWindow } from '../storage/replay.ts'
+import { agentLabels, pageOfLoggedDecisions, type LoggedDecisionRow, type ReplayPosition, type ReplayWindow } from '../storage/replay.ts'
 import type { Database } from '../storage/schema.ts'
 import { parseWith, protectedErrors, readJsonBody, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
@@ -124,13 +124,15 @@ async function draftSet(db: Kysely<Database>, organizationId: string, drafts: Re
   return inputs
 }
 
-function loggedOf(row: LoggedDecisionRow): LoggedDecision {
+const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({})
+
+function loggedOf(row: LoggedDecisionRow, labels: ReadonlyMap<string, Record<string, string>>): LoggedDecision {
   const status = row.agent_rule === 'agent_suspended' ? 'suspended' : row.agent_rule === 'unknown_agent' ? 'discovered' : 'active'
   return {
     decision_id: row.decision_id,
     decision: row.policy_decision,
     request: {
-      agent: { id: row.agent_id, handle: row.agent_handle, labels: row.agent_labels, status },
+      agent: { id: row.agent_id, handle: row.agent_handle, labels: labels.get(row.agent_id) ?? NO_LABELS, status },
       action: row.action,
       resource: row.resource,
       args: row.args,
@@ -145,6 +147,7 @@ export async function replayDecisions(db: Kysely<Database>, organizationId: stri
   const settings = await findOrganizationSettings(db, organizationId)
   if (!settings) return null
   const set = compilePolicySet(await draftSet(db, organizationId, request.drafts), settings.ruleset_revision)
+  const labels = await agentLabels(db, organizationId)
   const answer: ReplayAnswer = { evaluated: 0, changed: {}, sample: [] }
   const load = (after: ReplayPosition | null, remaining: number) => pageOfLoggedDecisions(db, organizationId, request.window, after, Math.min(REPLAY_PAGE, remaining))
   let remaining = request.limit
@@ -154,8 +157,8 @@ export async function replayDecisions(db: Kysely<Database>, organizationId: stri
     remaining -= rows.length
     const last = rows[rows.length - 1]
     // The next page is read while this one is decided.
-    next = last && remaining > 0 && rows.length === REPLAY_PAGE ? load({ evaluatedAt: last.evaluated_at, decisionId: last.decision_id }, remaining) : null
-    const result = replay(set, settings, rows.map(loggedOf), DEFAULT_REPLAY_SAMPLE - answer.sample.length)
+    next = last && remaining > 0 && rows.length === REPLAY_PAGE ? load({ evaluatedAt: last.position, decisionId: last.decision_id }, remaining) : null
+    const result = replay(set, settings, rows.map((row) => loggedOf(row, labels)), DEFAULT_REPLAY_SAMPLE - answer.sample.length)
     answer.evaluated += result.evaluated
     for (const [key, count] of Object.entries(result.changed)) answer.changed[key] = (answer.changed[key] ?? 0) + count
     for (const sample of result.sample) {
