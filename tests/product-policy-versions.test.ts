@@ -227,6 +227,22 @@ t.test('errors', async (t) => {
 })
 
 t.test('security', async (t) => {
+  t.test('archived policies free their place under MAX_POLICIES_PER_ORG; restoring one by rollback takes it again', async (t) => {
+    const capped = await productApp(t, { env: { MAX_POLICIES_PER_ORG: '2' } })
+    const make = () => capped.call('POST', `/policies?organization_id=${capped.vars.ORG_A}`, { token: capped.vars.MANAGER_KEY_A, json: { name: 'c', effect: 'deny', actions: ['a'] } })
+    const second = await jsonOf(await make())
+    const full = await make()
+    t.equal(full.status, 409)
+    t.same(await jsonOf(full), { status: 'Conflict', error: 'This organization has reached its limit of 2 policies (MAX_POLICIES_PER_ORG)' })
+    t.equal((await capped.call('DELETE', `/policies/${second.policy_id}`, { token: capped.vars.MANAGER_KEY_A })).status, 204)
+    t.equal((await make()).status, 201, 'the archived policy no longer counts')
+    const restore = await capped.call('POST', `/policies/${second.policy_id}/rollback`, { token: capped.vars.MANAGER_KEY_A, json: { version: 1 } })
+    t.equal(restore.status, 409)
+    t.same(await jsonOf(restore), { status: 'Conflict', error: 'This organization has reached its limit of 2 policies (MAX_POLICIES_PER_ORG)' })
+    const still = await jsonOf(await capped.call('GET', `/policies/${second.policy_id}`, { token: capped.vars.MANAGER_KEY_A }))
+    t.same([still.archived, still.version], [true, 2], 'the refused rollback wrote nothing')
+  })
+
   t.test('N concurrent PATCHes of one policy get consecutive versions, without gaps or duplicates', async (t) => {
     const created = await create({ name: 'Race', effect: 'deny', actions: ['a'] })
     const N = 12
