@@ -337,7 +337,8 @@ function contentToJson(content: PolicyFields): Pick<v.InferOutput<typeof PolicyS
     actions: content.actions,
     resources: content.resources,
     condition: content.condition,
-    approval: content.approval,
+    // Policies written before approval blocks existed have none stored: they get the defaults.
+    approval: content.approval ?? approvalFor(content.effect, null),
     mode: content.mode,
     enabled: content.enabled,
   }

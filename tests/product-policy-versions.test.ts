@@ -132,6 +132,14 @@ t.test('happy path', async (t) => {
     t.same(cleared.approval, DEFAULT_APPROVAL, 'null on a require_approval policy means the defaults')
   })
 
+  t.test('a require_approval policy stored without an approval block (before blocks existed) shows the defaults', async (t) => {
+    const created = await create({ name: 'Legacy', effect: 'require_approval', actions: ['legacy.*'] })
+    await app.db.updateTable('policies').set({ approval: null }).where('policy_id', '=', created.policy_id).execute()
+    await app.db.updateTable('policy_versions').set({ approval: null }).where('policy_id', '=', created.policy_id).execute()
+    t.same((await jsonOf(await app.call('GET', `/policies/${created.policy_id}`, { token: MANAGER }))).approval, DEFAULT_APPROVAL)
+    t.same((await jsonOf(await app.call('GET', `/policies/${created.policy_id}/versions/1`, { token: MANAGER }))).approval, DEFAULT_APPROVAL)
+  })
+
   t.test('a condition may span lines, and the CEL variables compile', async (t) => {
     const condition = 'agent.labels["team"] == "support" &&\n  args.amount <= 100.0 &&\n  context.on_behalf_of.endsWith("@acme.example") && now > timestamp("2026-01-01T00:00:00Z") && resource.startsWith("order/") && action == "payments.refund"'
     const created = await create({ name: 'Multi-line', effect: 'allow', actions: ['payments.refund'], condition })
