@@ -1,6 +1,7 @@
 // POST /policies/replay: logged decisions (seeded straight into the decisions table) decided again
 // against drafts; exact counts and samples, the window and limit, paging past one read, errors,
 // roles and tenant isolation.
+import { sql } from 'kysely'
 import t from 'tap'
 import { jsonOf, productApp, type ProductApp } from './product-support.ts'
 
@@ -158,6 +159,18 @@ t.test('happy path', async (t) => {
     t.equal(new Set(body.sample.map((s: any) => s.decision_id)).size, 20)
     const limited = await jsonOf(await big.call('POST', '/policies/replay', { token: big.vars.MANAGER_KEY_A, json: { limit: 5001, policies: [emailDraft] } }))
     t.equal(limited.evaluated, 5001)
+    // Microseconds apart, across a read boundary: the position is kept to the microsecond.
+    await sql`
+      insert into decisions (decision_id, organization_id, agent_id, agent_handle, action, resource, args, context, args_sha256,
+        decision, policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by, evaluated_at)
+      select gen_random_uuid(), ${big.vars.ORG_B}, gen_random_uuid(), 'bot', 'email.send', '', jsonb_build_object('external', n % 2 = 0), '{}'::jsonb,
+        repeat('0', 64), 'deny', 'deny', '[{"rule":"default_decision"}]'::jsonb, '{}'::jsonb, '[]'::jsonb, null, 1, 'key:test',
+        timestamptz '2026-10-01 00:00:00+00' + n * interval '1 microsecond'
+      from generate_series(1, 5003) as n`.execute(big.db)
+    const micro = await jsonOf(await big.call('POST', '/policies/replay', { token: big.vars.OWNER_KEY_B, json: { policies: [emailDraft] } }))
+    t.equal(micro.evaluated, 5003)
+    // Odd n are internal: 2502 of them, each counted once.
+    t.same(micro.changed, { 'deny→allow': 2502 })
   })
 })
 
