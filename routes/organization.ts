@@ -45,14 +45,16 @@ const settings = {
 const WRITABLE = Object.keys(settings)
 const READ_ONLY = ['organization_id', 'ruleset_revision', 'created_at', 'updated_at']
 
+/** Strict: refuseFields names an unknown field first; the published schema says none is allowed. */
 export const OrganizationUpdateSchema = v.pipe(
-  v.object(
+  v.objectWithRest(
     {
       name: v.optional(settings.name),
       default_decision: v.optional(settings.default_decision),
       unknown_agents: v.optional(settings.unknown_agents),
       decision_retention_days: v.optional(settings.decision_retention_days),
     },
+    v.never('Unknown field'),
     'Request body must be a JSON object',
   ),
   v.title('OrganizationUpdate'),
