@@ -47,11 +47,13 @@ export async function forwardToRunningServer(commandName: string, argv: readonly
   return await runRemotely(path, withAbsoluteOutput(argv), io, env)
 }
 
-/** `--output FILE` names a file relative to where the operator typed the command. */
+/** `--output FILE` and `--file FILE` name a file relative to where the operator typed the command. */
 function withAbsoluteOutput(argv: readonly string[]): string[] {
   return argv.map((arg, i) => {
-    if (argv[i - 1] === '--output' && !isAbsolute(arg) && !arg.startsWith('--')) return resolve(arg)
-    if (arg.startsWith('--output=') && !isAbsolute(arg.slice(9))) return `--output=${resolve(arg.slice(9))}`
+    for (const flag of ['--output', '--file']) {
+      if (argv[i - 1] === flag && !isAbsolute(arg) && !arg.startsWith('--')) return resolve(arg)
+      if (arg.startsWith(`${flag}=`) && !isAbsolute(arg.slice(flag.length + 1))) return `${flag}=${resolve(arg.slice(flag.length + 1))}`
+    }
     return arg
   })
 }

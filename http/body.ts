@@ -285,6 +285,8 @@ export function bodyDoc<S extends v.GenericSchema>(schema: S, mediaTypes: readon
 function issueMessage(issue: v.BaseIssue<unknown>): string {
   const path = issue.path?.map((item) => String(item.key)).join('.')
   if (path && issue.input === undefined && issue.path?.length === 1) return `Field ${path} is required`
+  // A missing field inside a list item (a replay's drafts): name the field and where it is.
+  if (path && issue.input === undefined) return `Field ${String(issue.path!.at(-1)!.key)} is required (at ${path})`
   const message = issue.message
   return path && !message.includes(path) ? `${message} (at ${path})` : message
 }

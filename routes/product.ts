@@ -11,7 +11,9 @@ import { REASON } from '../http/errors.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { memberRoutes } from './members.ts'
+import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
+import { policyReplayRoutes } from './policy-replay.ts'
 import { createRateLimiter } from './ratelimit.ts'
 
 export interface ProductSurface extends Surface {
@@ -32,7 +34,9 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     name: 'product',
     routes: [
       ...authRoutes(config.loginRateLimit, credentials, passwords),
+      ...policyReplayRoutes(guard),
       ...policyRoutes(guard),
+      ...organizationRoutes(guard),
       ...keyRoutes(guard, credentials),
       ...memberRoutes(guard, credentials),
       ...invitationRoutes(config, guard, passwords),

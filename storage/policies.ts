@@ -1,13 +1,24 @@
-// Policies: rules governing what an organization's agents may do. Every query is scoped by the
-// organization, so one tenant can never read or change another's rows. Knows nothing of HTTP.
-import { sql, type Kysely } from 'kysely'
+// Policies: rules governing what an organization's agents may do, and their immutable versions.
+// Every query is scoped by the organization, so one tenant can never read or change another's
+// rows. Every write (create, change, archive, rollback) happens in one transaction that also
+// records the new version and bumps the organization's ruleset revision. Knows nothing of HTTP.
+import { sql, type Kysely, type Transaction } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
+import { bumpRulesetRevision } from './ruleset.ts'
 import type { Database } from './schema.ts'
 
 export type Effect = 'allow' | 'deny' | 'require_approval'
 export type Mode = 'enforce' | 'monitor'
 
-/** What a client may set on a policy. */
+/** The approval block of a require_approval policy, every field filled in. */
+export interface Approval {
+  approvers_required: number
+  approver_roles: string[]
+  timeout_seconds: number
+  use_within_seconds: number
+}
+
+/** What a client may set on a policy (the approval already normalized: null unless require_approval). */
 export interface PolicyFields {
   name: string
   description: string
@@ -15,7 +26,8 @@ export interface PolicyFields {
   agents: string[]
   actions: string[]
   resources: string[]
-  conditions: Record<string, unknown> | null
+  condition: string | null
+  approval: Approval | null
   mode: Mode
   enabled: boolean
 }
@@ -25,9 +37,26 @@ export interface Policy extends PolicyFields {
   policy_id: string
   organization_id: string
   version: number
+  archived_at: Date | null
   created_at: Date
   updated_at: Date
   created_by: string
+}
+
+/** One immutable version: the policy's content as one write left it, and who wrote it when. */
+export interface PolicyVersion extends PolicyFields {
+  policy_id: string
+  organization_id: string
+  version: number
+  archived: boolean
+  created_at: Date
+  created_by: string
+}
+
+/** A committed write: the policy as it now stands and the organization's new ruleset revision. */
+export interface PolicyWrite {
+  policy: Policy
+  rulesetRevision: number
 }
 
 /** Position after which the next page starts (keyset pagination on created_at, policy_id). */
@@ -36,40 +65,95 @@ export interface PolicyCursor {
   policyId: string
 }
 
-function toPolicy(row: Record<string, unknown>): Policy {
+type Db = Kysely<Database> | Transaction<Database>
+
+function fieldsOf(row: Record<string, unknown>): PolicyFields {
   return {
-    policy_id: row.policy_id as string,
-    organization_id: row.organization_id as string,
     name: row.name as string,
     description: row.description as string,
     effect: row.effect as Effect,
     agents: row.agents as string[],
     actions: row.actions as string[],
     resources: row.resources as string[],
-    conditions: (row.legacy_conditions as Record<string, unknown> | null) ?? null,
+    condition: (row.condition as string | null) ?? null,
+    approval: (row.approval as Approval | null) ?? null,
     mode: row.mode as Mode,
     enabled: row.enabled as boolean,
+  }
+}
+
+function toPolicy(row: Record<string, unknown>): Policy {
+  return {
+    policy_id: row.policy_id as string,
+    organization_id: row.organization_id as string,
+    ...fieldsOf(row),
     version: Number(row.version),
+    archived_at: row.archived_at ? new Date(row.archived_at as Date) : null,
     created_at: new Date(row.created_at as Date),
     updated_at: new Date(row.updated_at as Date),
     created_by: row.created_by as string,
   }
 }
 
-// jsonb parameters travel as JSON text: pg would otherwise send a JS array as a PostgreSQL array.
-function jsonColumns(fields: Partial<PolicyFields>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...fields }
-  for (const name of ['agents', 'actions', 'resources'] as const) if (fields[name] !== undefined) out[name] = JSON.stringify(fields[name])
-  if (fields.conditions !== undefined) {
-    delete out.conditions
-    out.legacy_conditions = fields.conditions === null ? null : JSON.stringify(fields.conditions)
+function toVersion(row: Record<string, unknown>): PolicyVersion {
+  return {
+    policy_id: row.policy_id as string,
+    organization_id: row.organization_id as string,
+    ...fieldsOf(row),
+    version: Number(row.version),
+    archived: row.archived as boolean,
+    created_at: new Date(row.created_at as Date),
+    created_by: row.created_by as string,
   }
-  return out
+}
+
+// jsonb parameters travel as JSON text: pg would otherwise send a JS array as a PostgreSQL array.
+function columnsOf(fields: PolicyFields): Record<string, unknown> {
+  return {
+    name: fields.name,
+    description: fields.description,
+    effect: fields.effect,
+    agents: JSON.stringify(fields.agents),
+    actions: JSON.stringify(fields.actions),
+    resources: JSON.stringify(fields.resources),
+    condition: fields.condition,
+    approval: fields.approval === null ? null : JSON.stringify(fields.approval),
+    mode: fields.mode,
+    enabled: fields.enabled,
+  }
+}
+
+/** Records the policy row as it now stands as its version `policy.version`, written by `actor`. */
+async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: string, now: Date): Promise<void> {
+  await trx
+    .insertInto('policy_versions')
+    .values({
+      ...(columnsOf(policy) as Record<string, never>),
+      policy_id: policy.policy_id,
+      organization_id: policy.organization_id,
+      version: policy.version,
+      archived: policy.archived_at !== null,
+      created_at: now,
+      created_by: actor,
+    } as never)
+    .execute()
+}
+
+async function assertRoomFor(trx: Transaction<Database>, organizationId: string, cap: Cap | null): Promise<void> {
+  if (cap === null) return
+  await lockOrganization(trx, organizationId)
+  const row = await trx
+    .selectFrom('policies')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('organization_id', '=', organizationId)
+    .where('archived_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  assertBelowCap(Number(row.n), cap)
 }
 
 /**
- * Creates a policy. With a cap, the organization is locked while its policies are counted, so
- * parallel creations cannot overshoot it.
+ * Creates a policy at version 1. With a cap, the organization is locked while its policies in
+ * force (archived ones do not count) are counted, so parallel creations cannot overshoot it.
  */
 export async function createPolicy(
   db: Kysely<Database>,
@@ -78,74 +162,173 @@ export async function createPolicy(
   createdBy: string,
   now: Date,
   cap: Cap | null = null,
-): Promise<Policy> {
-  if (cap === null) return insertPolicy(db, organizationId, fields, createdBy, now)
+): Promise<PolicyWrite> {
   return db.transaction().execute(async (trx) => {
-    await lockOrganization(trx, organizationId)
+    await assertRoomFor(trx, organizationId, cap)
     const row = await trx
-      .selectFrom('policies')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('organization_id', '=', organizationId)
+      .insertInto('policies')
+      .values({
+        ...(columnsOf(fields) as Record<string, never>),
+        policy_id: crypto.randomUUID(),
+        organization_id: organizationId,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        created_by: createdBy,
+      } as never)
+      .returningAll()
       .executeTakeFirstOrThrow()
-    assertBelowCap(Number(row.n), cap)
-    return insertPolicy(trx, organizationId, fields, createdBy, now)
+    const policy = toPolicy(row)
+    await recordVersion(trx, policy, createdBy, now)
+    return { policy, rulesetRevision: await bumpRulesetRevision(trx, organizationId) }
   })
 }
 
-async function insertPolicy(db: Kysely<Database>, organizationId: string, fields: PolicyFields, createdBy: string, now: Date): Promise<Policy> {
-  const row = await db
-    .insertInto('policies')
-    .values({
-      ...(jsonColumns(fields) as Omit<Database['policies'], 'policy_id'> & Record<string, never>),
-      policy_id: crypto.randomUUID(),
-      organization_id: organizationId,
-      version: 1,
-      created_at: now,
-      updated_at: now,
-      created_by: createdBy,
-    } as never)
-    .returningAll()
-    .executeTakeFirstOrThrow()
-  return toPolicy(row)
-}
-
+/** A page of the organization's policies in force (or, with `archived`, of its archived ones), oldest first. */
 export async function listPolicies(
   db: Kysely<Database>,
   organizationId: string,
-  page: { after: PolicyCursor | null; limit: number },
+  page: { after: PolicyCursor | null; limit: number; archived?: boolean },
 ): Promise<Policy[]> {
   const after = page.after
   const afterCursor = after
     ? sql` and ("created_at" > ${after.createdAt} or ("created_at" = ${after.createdAt} and "policy_id" > ${after.policyId}))`
     : sql``
-  const { rows } = await sql<Record<string, unknown>>`select * from "policies" where "organization_id" = ${organizationId}${afterCursor} order by "created_at", "policy_id" limit ${page.limit}`.execute(db)
+  const archived = page.archived ? sql` and "archived_at" is not null` : sql` and "archived_at" is null`
+  const { rows } = await sql<Record<string, unknown>>`select * from "policies" where "organization_id" = ${organizationId}${archived}${afterCursor} order by "created_at", "policy_id" limit ${page.limit}`.execute(db)
   return rows.map(toPolicy)
 }
 
-export async function findPolicy(db: Kysely<Database>, organizationId: string, policyId: string): Promise<Policy | null> {
+/** Every policy of the organization that is not archived (at most the policy cap), oldest first. */
+export async function listPoliciesInForce(db: Kysely<Database>, organizationId: string): Promise<Policy[]> {
+  const rows = await db
+    .selectFrom('policies')
+    .selectAll()
+    .where('organization_id', '=', organizationId)
+    .where('archived_at', 'is', null)
+    .orderBy('created_at')
+    .orderBy('policy_id')
+    .execute()
+  return rows.map(toPolicy)
+}
+
+/** A policy of the organization, archived or not; null when it has none with that id. */
+export async function findPolicy(db: Db, organizationId: string, policyId: string): Promise<Policy | null> {
   const row = await db.selectFrom('policies').selectAll().where('organization_id', '=', organizationId).where('policy_id', '=', policyId).executeTakeFirst()
   return row ? toPolicy(row) : null
 }
 
-/** Applies the changed fields and bumps the version. Null when not in the organization. */
-export async function updatePolicy(
-  db: Kysely<Database>,
-  organizationId: string,
-  policyId: string,
-  changes: Partial<PolicyFields>,
-  now: Date,
-): Promise<Policy | null> {
-  const row = await db
-    .updateTable('policies')
-    .set((eb) => ({ ...(jsonColumns(changes) as Record<string, never>), updated_at: now, version: eb('version', '+', 1) }))
+/** Locks the policy's row until the transaction ends: writes to one policy take turns. */
+async function lockPolicy(trx: Transaction<Database>, organizationId: string, policyId: string): Promise<Policy | null> {
+  const row = await trx
+    .selectFrom('policies')
+    .selectAll()
     .where('organization_id', '=', organizationId)
     .where('policy_id', '=', policyId)
-    .returningAll()
+    .forUpdate()
     .executeTakeFirst()
   return row ? toPolicy(row) : null
 }
 
-export async function deletePolicy(db: Kysely<Database>, organizationId: string, policyId: string): Promise<boolean> {
-  const result = await db.deleteFrom('policies').where('organization_id', '=', organizationId).where('policy_id', '=', policyId).executeTakeFirst()
-  return Number(result.numDeletedRows) > 0
+/** Writes the next version of a locked policy: new content, archived or not, one more version. */
+async function writeNextVersion(trx: Transaction<Database>, current: Policy, fields: PolicyFields, archivedAt: Date | null, actor: string, now: Date): Promise<PolicyWrite> {
+  const row = await trx
+    .updateTable('policies')
+    .set({ ...(columnsOf(fields) as Record<string, never>), archived_at: archivedAt, updated_at: now, version: current.version + 1 })
+    .where('organization_id', '=', current.organization_id)
+    .where('policy_id', '=', current.policy_id)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  const policy = toPolicy(row)
+  await recordVersion(trx, policy, actor, now)
+  return { policy, rulesetRevision: await bumpRulesetRevision(trx, current.organization_id) }
+}
+
+export type UpdateOutcome = PolicyWrite | 'missing' | 'archived'
+
+/**
+ * Changes a policy: `change` gets the current content under the row lock and returns the new
+ * content (it may throw to refuse, which rolls everything back). Concurrent changes of one policy
+ * take turns, so their versions are consecutive. An archived policy is not changed.
+ */
+export async function updatePolicy(
+  db: Kysely<Database>,
+  organizationId: string,
+  policyId: string,
+  change: (current: Policy) => PolicyFields,
+  actor: string,
+  now: Date,
+): Promise<UpdateOutcome> {
+  return db.transaction().execute(async (trx) => {
+    const current = await lockPolicy(trx, organizationId, policyId)
+    if (!current) return 'missing'
+    if (current.archived_at !== null) return 'archived'
+    return writeNextVersion(trx, current, change(current), null, actor, now)
+  })
+}
+
+export type ArchiveOutcome = PolicyWrite | 'missing' | 'already-archived'
+
+/** Archives a policy: it stops applying; it and its versions stay readable. */
+export async function archivePolicy(db: Kysely<Database>, organizationId: string, policyId: string, actor: string, now: Date): Promise<ArchiveOutcome> {
+  return db.transaction().execute(async (trx) => {
+    const current = await lockPolicy(trx, organizationId, policyId)
+    if (!current) return 'missing'
+    if (current.archived_at !== null) return 'already-archived'
+    return writeNextVersion(trx, current, current, now, actor, now)
+  })
+}
+
+export type RollbackOutcome = PolicyWrite | 'missing' | 'no-version'
+
+/**
+ * Writes a new version whose content (archived or not included) equals version `version`. Bringing
+ * an archived policy back into force counts against the cap like a creation.
+ */
+export async function rollbackPolicy(
+  db: Kysely<Database>,
+  organizationId: string,
+  policyId: string,
+  version: number,
+  actor: string,
+  now: Date,
+  cap: Cap | null = null,
+): Promise<RollbackOutcome> {
+  return db.transaction().execute(async (trx) => {
+    const current = await lockPolicy(trx, organizationId, policyId)
+    if (!current) return 'missing'
+    const target = await findPolicyVersion(trx, organizationId, policyId, version)
+    if (!target) return 'no-version'
+    if (current.archived_at !== null && !target.archived) await assertRoomFor(trx, organizationId, cap)
+    const archivedAt = target.archived ? (current.archived_at ?? now) : null
+    return writeNextVersion(trx, current, fieldsOf(target as unknown as Record<string, unknown>), archivedAt, actor, now)
+  })
+}
+
+/** Versions of a policy, newest first, those below `before` when given. */
+export async function listPolicyVersions(
+  db: Kysely<Database>,
+  organizationId: string,
+  policyId: string,
+  page: { before: number | null; limit: number },
+): Promise<PolicyVersion[]> {
+  let query = db
+    .selectFrom('policy_versions')
+    .selectAll()
+    .where('organization_id', '=', organizationId)
+    .where('policy_id', '=', policyId)
+  if (page.before !== null) query = query.where('version', '<', page.before)
+  const rows = await query.orderBy('version', 'desc').limit(page.limit).execute()
+  return rows.map(toVersion)
+}
+
+export async function findPolicyVersion(db: Db, organizationId: string, policyId: string, version: number): Promise<PolicyVersion | null> {
+  const row = await db
+    .selectFrom('policy_versions')
+    .selectAll()
+    .where('organization_id', '=', organizationId)
+    .where('policy_id', '=', policyId)
+    .where('version', '=', version)
+    .executeTakeFirst()
+  return row ? toVersion(row) : null
 }

@@ -10,8 +10,13 @@ const B = vars.ORG_B!
 
 const minimal = { name: 'Block outbound email', effect: 'deny', actions: ['email.send'] }
 
+async function revisionOf(token: string): Promise<number> {
+  return (await jsonOf(await app.call('GET', '/organization', { token }))).ruleset_revision
+}
+
 t.test('happy path', async (t) => {
   t.test('POST /policies creates a policy with defaults, 201 and Location', async (t) => {
+    const revision = await revisionOf(vars.VIEWER_KEY_A!)
     const res = await app.call('POST', `/policies?organization_id=${A}`, { token: vars.MANAGER_KEY_A, json: minimal })
     t.equal(res.status, 201)
     const body = await jsonOf(res)
@@ -26,17 +31,23 @@ t.test('happy path', async (t) => {
       agents: ['*'],
       actions: ['email.send'],
       resources: ['*'],
-      conditions: null,
+      condition: null,
+      approval: null,
       mode: 'enforce',
       enabled: true,
+      archived: false,
+      archived_at: null,
       version: 1,
       created_at: '2026-11-22T12:00:00.000Z',
       updated_at: '2026-11-22T12:00:00.000Z',
       created_by: `key:${vars.MANAGER_KEY_ID_A}`,
+      ruleset_revision: revision + 1,
     })
+    t.equal(await revisionOf(vars.VIEWER_KEY_A!), revision + 1, 'the create bumped the ruleset revision')
     const read = await app.call('GET', `/policies/${body.policy_id}`, { token: vars.VIEWER_KEY_A })
     t.equal(read.status, 200)
-    t.same(await jsonOf(read), body)
+    const { ruleset_revision: _revision, ...stored } = body
+    t.same(await jsonOf(read), stored)
   })
 
   t.test('organization_id may travel in the body; every field can be set', async (t) => {
@@ -48,14 +59,17 @@ t.test('happy path', async (t) => {
       agents: ['agent-7', 'agent-8'],
       actions: ['payments.*'],
       resources: ['account:*'],
-      conditions: { amount: { gt: 1000 }, currency: ['EUR', 'USD'] },
+      condition: 'args.amount > 1000 && args.currency in ["EUR", "USD"]',
+      approval: { approvers_required: 2, approver_roles: ['manager', 'owner'], timeout_seconds: 3600, use_within_seconds: 60 },
       mode: 'monitor',
       enabled: false,
     }
     const res = await app.call('POST', '/policies', { token: vars.ADMIN_KEY_A, json: full })
     t.equal(res.status, 201)
     const body = await jsonOf(res)
-    t.match(body, { ...full, name: 'Payments over 1000 need approval', organization_id: A, version: 1 })
+    // Roles are kept in rank order, whatever order they came in.
+    const approval = { ...full.approval, approver_roles: ['owner', 'manager'] }
+    t.match(body, { ...full, approval, name: 'Payments over 1000 need approval', organization_id: A, version: 1 })
   })
 
   t.test('a user session records the user as creator', async (t) => {
@@ -64,17 +78,23 @@ t.test('happy path', async (t) => {
     t.match(body.created_by, /^user:[0-9a-f-]{36}$/)
   })
 
-  t.test('PATCH changes fields and bumps the version; DELETE removes', async (t) => {
+  t.test('PATCH changes fields and bumps the version; DELETE archives', async (t) => {
     const created = await jsonOf(await app.call('POST', `/policies?organization_id=${A}`, { token: vars.MANAGER_KEY_A, json: minimal }))
     app.clock.advance(1000)
     const res = await app.call('PATCH', `/policies/${created.policy_id}`, { token: vars.MANAGER_KEY_A, json: { enabled: false, mode: 'monitor' } })
     t.equal(res.status, 200)
     const patched = await jsonOf(res)
-    t.same(patched, { ...created, enabled: false, mode: 'monitor', version: 2, updated_at: '2026-11-22T12:00:01.000Z' })
+    t.same(patched, { ...created, enabled: false, mode: 'monitor', version: 2, updated_at: '2026-11-22T12:00:01.000Z', ruleset_revision: created.ruleset_revision + 1 })
     const del = await app.call('DELETE', `/policies/${created.policy_id}`, { token: vars.MANAGER_KEY_A })
     t.equal(del.status, 204)
     t.equal(await del.text(), '')
-    t.equal((await app.call('GET', `/policies/${created.policy_id}`, { token: vars.MANAGER_KEY_A })).status, 404)
+    // Archived, not gone: readable (its decisions point at it), out of the default list, never applied.
+    const archived = await app.call('GET', `/policies/${created.policy_id}`, { token: vars.MANAGER_KEY_A })
+    t.equal(archived.status, 200)
+    const { ruleset_revision: _revision, ...rest } = patched
+    t.same(await jsonOf(archived), { ...rest, archived: true, archived_at: '2026-11-22T12:00:01.000Z', version: 3 })
+    const listed = await jsonOf(await app.call('GET', `/policies?organization_id=${A}&limit=100`, { token: vars.MANAGER_KEY_A }))
+    t.notOk(listed.policies.some((p: { policy_id: string }) => p.policy_id === created.policy_id), 'not in the default list')
   })
 
   t.test('GET /policies paginates with next_cursor and a capped limit', async (t) => {
@@ -132,9 +152,11 @@ t.test('errors', async (t) => {
     ['actions not an array', { ...minimal, actions: 'email.send' }, 'Field actions must be an array of strings'],
     ['empty actions', { ...minimal, actions: [] }, 'Field actions must hold at least one entry'],
     ['non-string agent', { ...minimal, agents: [1] }, 'Field agents must hold strings (at agents.0)'],
-    ['conditions an array', { ...minimal, conditions: [1] }, 'Field conditions must be a JSON object or null'],
-    ['conditions too deep', { ...minimal, conditions: { a: { b: { c: { d: { e: { f: { g: { h: { i: 1 } } } } } } } } } }, 'Field conditions is nested more than 8 levels deep'],
-    ['conditions too big', { ...minimal, conditions: { blob: 'x'.repeat(5000) } }, 'Field conditions is larger than 4096 bytes'],
+    ['the retired conditions object', { ...minimal, conditions: { a: 1 } }, 'Field conditions was replaced by condition: a CEL expression (string) or null'],
+    ['condition an array', { ...minimal, condition: [1] }, 'Field condition must be a string (a CEL expression) or null'],
+    ['condition an object', { ...minimal, condition: { a: { b: 1 } } }, 'Field condition must be a string (a CEL expression) or null'],
+    ['condition too big', { ...minimal, condition: `args.blob == "${'x'.repeat(5000)}"` }, 'Field condition is longer than 4096 bytes'],
+    ['condition that does not compile', { ...minimal, condition: 'args.amount >' }, 'Field condition does not compile (line 1, column 14): Unexpected token: EOF'],
     ['mode unknown', { ...minimal, mode: 'yolo' }, 'Field mode must be enforce or monitor'],
     ['enabled a string', { ...minimal, enabled: 'yes' }, 'Field enabled must be a boolean'],
     ['setting policy_id', { ...minimal, policy_id: '00000000-0000-4000-8000-000000000000' }, 'Field policy_id is read-only'],

@@ -37,6 +37,12 @@ const cases: Case[] = [
   { name: 'POST /policies', request: async () => ({ method: 'POST', path: `/policies?organization_id=${vars.ORG_A}`, json: { name: 'n', effect: 'deny', actions: ['a'] } }), allowed: write, success: 201 },
   { name: 'PATCH /policies/{id}', request: async () => ({ method: 'PATCH', path: `/policies/${await scratchPolicy()}`, json: { enabled: false } }), allowed: write, success: 200 },
   { name: 'DELETE /policies/{id}', request: async () => ({ method: 'DELETE', path: `/policies/${await scratchPolicy()}` }), allowed: write, success: 204 },
+  { name: 'GET /policies/{id}/versions', request: async () => ({ method: 'GET', path: `/policies/${vars.POLICY_A}/versions` }), allowed: read, success: 200 },
+  { name: 'GET /policies/{id}/versions/{n}', request: async () => ({ method: 'GET', path: `/policies/${vars.POLICY_A}/versions/1` }), allowed: read, success: 200 },
+  { name: 'POST /policies/{id}/rollback', request: async () => ({ method: 'POST', path: `/policies/${await scratchPolicy()}/rollback`, json: { version: 1 } }), allowed: write, success: 200 },
+  { name: 'POST /policies/replay', request: async () => ({ method: 'POST', path: '/policies/replay', json: { policies: [{ name: 'd', effect: 'deny', actions: ['a'] }] } }), allowed: write, success: 200 },
+  { name: 'GET /organization', request: async () => ({ method: 'GET', path: '/organization' }), allowed: read, success: 200 },
+  { name: 'PATCH /organization', request: async () => ({ method: 'PATCH', path: '/organization', json: { decision_retention_days: 400 } }), allowed: ['OWNER'], success: 200 },
   { name: 'GET /keys', request: async () => ({ method: 'GET', path: '/keys' }), allowed: admin, success: 200 },
   { name: 'GET /keys/{id}', request: async () => ({ method: 'GET', path: `/keys/${vars.VIEWER_KEY_ID_A}` }), allowed: admin, success: 200 },
   { name: 'POST /keys', request: async () => ({ method: 'POST', path: '/keys', json: { role: 'viewer' } }), allowed: admin, success: 201 },
@@ -54,7 +60,8 @@ for (const c of cases) {
       if (expected === 403) {
         const body = await jsonOf(res)
         t.equal(body.status, 'Forbidden')
-        t.match(body.error, /^This credential's role \(\w+\) lacks the [a-z]+:[a-z]+ permission$/)
+        // Organization settings are Owners' only, past the administrators' scope.
+        t.match(body.error, c.name === 'PATCH /organization' && role === 'ADMIN' ? /^Only Owners change organization settings$/ : /^This credential's role \(\w+\) lacks the [a-z]+:[a-z]+ permission$/)
       } else await res.body?.cancel()
     }
   })

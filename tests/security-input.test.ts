@@ -319,7 +319,11 @@ t.test('property: no route answers 500 to dates, numbers, ids, cursors or hostil
     agents: json(fc.array(nastyText, { maxLength: 3 })),
     actions: json(fc.array(nastyText, { minLength: 1, maxLength: 3 })),
     resources: json(fc.array(nastyText, { maxLength: 3 })),
-    conditions: json(fc.oneof(fc.constant(null), fc.dictionary(nastyText, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }))),
+    condition: json(fc.oneof(fc.constant(null), nastyText, fc.constantFrom('args.amount > 100', 'a.b.c(', '[1,2].all(x, [3].all(y, x < y))', 'resource.matches("a+")'))),
+    approval: fc.oneof(
+      json(fc.oneof(fc.constant(null), fc.dictionary(nastyText, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }))),
+      fc.tuple(rawNumber, rawNumber, rawNumber).map(([a, b, c]) => `{"approvers_required":${a},"timeout_seconds":${b},"use_within_seconds":${c}}`),
+    ),
     mode: json(fc.constantFrom('enforce', 'monitor')),
     enabled: json(fc.boolean()),
   }
@@ -335,6 +339,16 @@ t.test('property: no route answers 500 to dates, numbers, ids, cursors or hostil
   await holds(t, 'GET, PATCH, DELETE /policies/{policy_id} with any id and field', 'product', fc
     .record({ method: fc.constantFrom('GET', 'PATCH', 'DELETE'), id: pathId(idText), body: body(policyFields) })
     .map(({ method, id, body }) => ({ method, path: `/policies/${id}`, body: method === 'PATCH' ? body : undefined })))
+  const policyId = fc.oneof(fc.constant(vars.POLICY_A!), fc.constant(vars.POLICY_B!), idText)
+  await holds(t, 'GET /policies/{policy_id}/versions with any id, limit and cursor, and /versions/{n} with any n', 'product', fc
+    .record({ id: pathId(policyId), n: pathId(fc.oneof(rawNumber, nastyText)), limit: urlText(fc.oneof(rawNumber, nastyText)), cursor: urlText(cursorText), one: fc.boolean() })
+    .map(({ id, n, limit, cursor, one }) => ({ method: 'GET', path: one ? `/policies/${id}/versions/${n}` : `/policies/${id}/versions?limit=${limit}&cursor=${cursor}` })))
+  await holds(t, 'POST /policies/{policy_id}/rollback with any id and version', 'product', fc
+    .record({ id: pathId(policyId), body: body({ version: rawNumber }) })
+    .map(({ id, body }) => ({ method: 'POST', path: `/policies/${id}/rollback`, body })))
+  const drafts = fc.array(body({ policy_id: json(policyId), ...policyFields }), { maxLength: 3 }).map((items) => `[${items.join(',')}]`)
+  await holds(t, 'POST /policies/replay with any window, limit and drafts', 'product', body({ from: json(timestampText), to: json(timestampText), limit: rawNumber, policies: drafts }).map((body) => ({ method: 'POST', path: '/policies/replay', body })))
+  await holds(t, 'PATCH /organization with any setting', 'product', body({ name: json(nastyText), default_decision: json(fc.constantFrom('deny', 'allow', 'require_approval')), unknown_agents: json(fc.constantFrom('deny', 'evaluate')), decision_retention_days: rawNumber }).map((body) => ({ method: 'PATCH', path: '/organization', body })))
   await holds(t, 'POST /keys with any expires_at', 'product', json(timestampText).map((at) => ({ method: 'POST', path: '/keys', body: `{"role":"viewer","expires_at":${at}}` })), 2 * RUNS)
   await holds(t, 'POST /keys with any name, role and expires_at', 'product', keyBody.map((body) => ({ method: 'POST', path: '/keys', body })))
   await holds(t, 'GET, DELETE /keys/{key_id} and POST /keys/{key_id}/rotate with any id and expires_in', 'product', fc

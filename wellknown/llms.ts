@@ -58,6 +58,7 @@ export function buildLlmsTxt(config: Config, openapi: { servers?: { url: string 
     '> Public lead capture (demo requests, newsletter) and a bearer-token product API that governs what autonomous AI agents in an enterprise may do.',
     '',
     'The product API reads and enforces policies on agent actions and adds human approval to sensitive ones. It is not a content generator. ' +
+      'Policies match agents, actions and resources by patterns (* matches any run of characters), may carry a CEL condition, keep every version, and can be replayed as drafts against logged decisions before they are enforced. ' +
       `Access is provisioned per organization by a human in the console at ${config.appUrl}; agents cannot self-provision. ` +
       `Exchange a key for a token at ${config.productApiUrl}/auth/login and send "Authorization: Bearer <token>". ` +
       'The lead-capture operations need no credentials.',
