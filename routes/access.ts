@@ -10,23 +10,30 @@ import { HttpError, json, mediaType, parseJsonObject, readText, reply, setHeader
 import { rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
 import type { ResponseDoc } from './surface.ts'
 
-export type Scope = 'policies:read' | 'policies:write' | 'keys:manage' | 'members:manage'
+export type Scope =
+  | 'policies:read'
+  | 'policies:write'
+  | 'keys:manage'
+  | 'members:manage'
+  | 'agents:read'
+  | 'agents:write'
+  | 'decisions:check'
+  | 'decisions:read'
 
 export const ROLES = ['owner', 'admin', 'manager', 'member', 'viewer'] as const satisfies readonly Role[]
 
 /** Higher outranks lower; a key's role never exceeds its creator's (enforced in storage/keys.ts). */
 export { ROLE_RANK } from '../storage/keys.ts'
 
-/** The role table (docs/api.md) as the scopes of discovery metadata. */
-export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({
-  viewer: ['policies:read'],
-  member: ['policies:read'],
-  manager: ['policies:read', 'policies:write'],
-  admin: ['policies:read', 'policies:write', 'keys:manage', 'members:manage'],
-  owner: ['policies:read', 'policies:write', 'keys:manage', 'members:manage'],
-})
+const VIEWER: readonly Scope[] = ['policies:read', 'agents:read', 'decisions:read']
+const MEMBER: readonly Scope[] = [...VIEWER, 'decisions:check']
+const MANAGER: readonly Scope[] = ['policies:read', 'policies:write', 'agents:read', 'agents:write', 'decisions:read', 'decisions:check']
+const ADMIN: readonly Scope[] = ['policies:read', 'policies:write', 'keys:manage', 'members:manage', 'agents:read', 'agents:write', 'decisions:read', 'decisions:check']
 
-export const SCOPES: readonly Scope[] = ['policies:read', 'policies:write', 'keys:manage', 'members:manage']
+/** The role table (docs/api.md) as the scopes of discovery metadata. */
+export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({ viewer: VIEWER, member: MEMBER, manager: MANAGER, admin: ADMIN, owner: ADMIN })
+
+export const SCOPES: readonly Scope[] = ADMIN
 
 export const RoleSchema = v.pipe(v.picklist(ROLES, 'Field role must be one of owner, admin, manager, member, viewer'), v.description('Role within the organization.'))
 
@@ -69,8 +76,14 @@ export function requireSecureTransport(ctx: RequestContext): void {
 }
 
 export interface Guard {
-  protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Reply>
+  /**
+   * `agentKeys`: whether a key bound to an agent may use the route at all (only decisions, its
+   * own decisions and its own capabilities); every other route answers 403 for such a key.
+   */
+  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Promise<Reply>
 }
+
+export const AGENT_KEY_REFUSED = 'This key is bound to an agent: it may only ask decisions for its agent and read its own decisions and capabilities'
 
 type NamedLimiter = RateLimiter & { readonly name: string }
 
@@ -81,7 +94,7 @@ type NamedLimiter = RateLimiter & { readonly name: string }
  */
 export function createGuard(credentials: Credentials, limiter: NamedLimiter, orgLimiter: NamedLimiter | null = null): Guard {
   return {
-    protect(scope, handler) {
+    protect(scope, handler, options = {}) {
       return async (request, ctx) => {
         refuseCredentialsInUrl(request)
         requireSecureTransport(ctx)
@@ -97,6 +110,7 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
             })
           }
         }
+        if (principal.agentId !== null && !options.agentKeys) throw new HttpError(403, AGENT_KEY_REFUSED, { headers })
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
           throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }

@@ -28,6 +28,8 @@ export interface Principal {
    */
   readonly keyCreatorUserId: string | null
   readonly familyId: string | null
+  /** Set for a key bound to one agent (and tokens minted from it): it may only act as that agent. */
+  readonly agentId: string | null
   /** Rate-limit and audit identity: "key:<uuid>" or "user:<uuid>". */
   readonly subject: string
   /** When the credential stops working, in ms (Infinity: a key without expiry). */
@@ -41,6 +43,8 @@ export interface Credentials {
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
   familyRevoked(familyId: string): Promise<void>
+  /** Forgets cached lookups of every key (and token) bound to an agent that was deleted, here and in peers. */
+  agentChanged(agentId: string): Promise<void>
   /** Forgets cached sessions of a user whose membership changed, and every key (and key token) they cap, here and in peers. */
   userChanged(userId: string): Promise<void>
   /**
@@ -99,8 +103,8 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
   function invalidate(id: string): void {
     epoch++
     for (const [hash, entry] of cache) {
-      const { keyId, familyId, userId, keyCreatorUserId } = entry.principal
-      if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id) cache.delete(hash)
+      const { keyId, familyId, userId, keyCreatorUserId, agentId } = entry.principal
+      if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id || agentId === id) cache.delete(hash)
     }
   }
 
@@ -141,6 +145,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
         userId: null,
         keyCreatorUserId: key.created_by_user_id,
         familyId: null,
+        agentId: key.agent_id,
         subject: `key:${key.id}`,
         expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
       }
@@ -156,6 +161,7 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
         userId: found.user_id,
         keyCreatorUserId: found.key_creator_user_id,
         familyId: found.family_id,
+        agentId: found.agent_id,
         subject: found.user_id ? `user:${found.user_id}` : `key:${found.api_key_id}`,
         expiresAt: found.expires_at,
       }
@@ -199,6 +205,10 @@ export function createCredentials(config: Config, deps: Deps): Credentials {
     async familyRevoked(familyId) {
       invalidate(familyId)
       await publish(familyId)
+    },
+    async agentChanged(agentId) {
+      invalidate(agentId)
+      await publish(agentId)
     },
     async userChanged(userId) {
       invalidate(userId)

@@ -2,7 +2,16 @@
 import type { Config } from '../config.ts'
 
 /** Scopes of the product API; they map to role permissions (docs/api.md). */
-export const PRODUCT_SCOPES = Object.freeze(['policies:read', 'policies:write', 'keys:manage', 'members:manage'] as const)
+export const PRODUCT_SCOPES = Object.freeze([
+  'policies:read',
+  'policies:write',
+  'keys:manage',
+  'members:manage',
+  'agents:read',
+  'agents:write',
+  'decisions:read',
+  'decisions:check',
+] as const)
 
 export interface ProtectedResourceMetadata {
   readonly resource: string
