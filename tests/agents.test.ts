@@ -95,7 +95,7 @@ t.test('list: newest first, status filter, cursor pages', async (t) => {
     ['status=bad', 'status must be active, suspended or discovered'],
     ['limit=0', 'limit must be a whole number from 1 to 100'],
     ['cursor=%00', 'cursor is invalid; pass next_cursor from the previous page'],
-  ]) {
+  ] as const) {
     const res = await app.call('GET', `/agents?${query}`, { token: vars.VIEWER_KEY_A })
     t.equal(res.status, 400, query)
     t.same(await jsonOf(res), { status: 'Bad Request', error }, query)
