@@ -92,7 +92,9 @@ export async function applyDecisionRetention(db: Kysely<Database>, now: Date): P
     })
     dropped.push(partition.name)
   }
-  let deletedRows = 0
+  // Rows that landed in the default partition are past every retention too.
+  const strays = await sql`delete from decisions_default where evaluated_at < ${horizon}`.execute(db)
+  let deletedRows = Number(strays.numAffectedRows ?? 0)
   for (const org of settings) {
     if (org.decision_retention_days >= longest) continue
     const before = new Date(now.getTime() - org.decision_retention_days * 86_400_000)
