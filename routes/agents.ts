@@ -35,12 +35,16 @@ const text = (field: string, max: number) =>
   )
 
 const LabelsSchema = v.pipe(
-  v.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'Field labels must be a JSON object of strings'),
+  v.record(v.string(), v.unknown(), 'Field labels must be a JSON object of strings'),
   v.check((value) => Object.keys(value).length <= MAX_LABELS, `Field labels holds more than ${MAX_LABELS} entries`),
   v.check((value) => Object.entries(value).every(([key, item]) => key.length >= 1 && key.length <= 64 && typeof item === 'string' && item.length <= 256), 'Field labels must map keys of 1 to 64 characters to strings of at most 256 characters'),
-  v.transform((value) => value as Record<string, string>),
   v.description(`string → string, at most ${MAX_LABELS} entries; conditions see them as agent.labels.`),
 )
+
+/** valibot's record accepts (and copies) an array: labels must be a JSON object. */
+function refuseArrayLabels(body: Record<string, unknown>): void {
+  if (Array.isArray(body.labels)) throw new HttpError(400, 'Field labels must be a JSON object of strings')
+}
 
 const StatusSchema = v.pipe(v.picklist(['active', 'suspended', 'discovered'], 'Field status must be active, suspended or discovered'), v.description('suspended: every decision is deny (agent_suspended); discovered: created by a decision naming a new handle, decided per the unknown_agents setting.'))
 
@@ -206,8 +210,9 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const body = await readJsonBody(request, ctx)
     refuseFields(body, WRITABLE, READ_ONLY)
+    refuseArrayLabels(body)
     const input = parseWith(AgentCreateSchema, body)
-    const fields: AgentFields = { ...input }
+    const fields: AgentFields = { ...input, labels: input.labels as Record<string, string> }
     const agent = await mapped(() => createAgent(ctx.deps.db, principal.organizationId, fields, new Date(ctx.now), agentCap(ctx)))
     return created(agentToJson(agent), `${ctx.config.productApiUrl}/agents/${agent.agent_id}`)
   }
@@ -223,6 +228,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
     const id = agentIdOf(request)
     const body = await readJsonBody(request, ctx)
     refuseFields(body, WRITABLE, [...READ_ONLY])
+    refuseArrayLabels(body)
     const changes = parseWith(AgentUpdateSchema, body)
     if (Object.keys(body).length === 0) throw new HttpError(400, 'Request body names no field to change')
     const patch: Partial<AgentFields> = {}

@@ -39,9 +39,14 @@ const line = (field: string, max: number) =>
 
 const JsonObject = (field: string) =>
   v.pipe(
-    v.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), `Field ${field} must be a JSON object`),
+    v.record(v.string(), v.unknown(), `Field ${field} must be a JSON object`),
     v.description(`A JSON object; ${field} and the other object together at most ${MAX_PAYLOAD_BYTES} bytes.`),
   )
+
+/** valibot's record accepts (and copies) an array: args and context must be JSON objects. */
+function refuseArrays(body: Record<string, unknown>): void {
+  for (const field of ['args', 'context']) if (Array.isArray(body[field])) throw new HttpError(400, `Field ${field} must be a JSON object`)
+}
 
 const requestFields = {
   agent: v.optional(
@@ -200,6 +205,7 @@ function byteLength(value: unknown): number {
 function readDecisionInput<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>, extra: readonly string[]): v.InferOutput<S> {
   refuseFields(body, [...Object.keys(requestFields), ...extra], ['decision_id', 'decision', 'reasons', 'args_sha256', 'evaluated_at'])
   if (body.approval_id !== undefined && body.approval_id !== null) throw new HttpError(400, APPROVALS_NOT_AVAILABLE)
+  refuseArrays(body)
   const input = parseWith(schema, body) as DecisionInput
   if (byteLength(input.args) + byteLength(input.context) > MAX_PAYLOAD_BYTES) throw new HttpError(400, `Fields args and context together are larger than ${MAX_PAYLOAD_BYTES} bytes`)
   return input as v.InferOutput<S>
