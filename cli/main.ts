@@ -6,6 +6,7 @@ import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsH
 import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
+import { governanceCommands } from './governance.ts'
 import { provisionCommands } from './provision.ts'
 
 const PROGRAM = 'server.ts'
@@ -79,7 +80,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, healthCommand]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...governanceCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))
