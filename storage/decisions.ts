@@ -195,7 +195,9 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
             idempotency_key: item.idempotency!.key,
             decision_id: item.record.decision_id,
             request_sha256: item.idempotency!.request_sha256,
-            response: JSON.stringify(item.idempotency!.response),
+            // Kept as a JSON string inside jsonb: jsonb reorders object keys, and a replay must
+            // repeat the first answer byte for byte.
+            response: JSON.stringify(JSON.stringify(item.idempotency!.response)),
             created_at: now,
           })),
         )
@@ -242,7 +244,9 @@ export async function findIdempotent(db: Db, organizationId: string, requestedBy
     .where('idempotency_key', '=', key)
     .where('created_at', '>=', new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS))
     .executeTakeFirst()
-  return row ? { request_sha256: row.request_sha256, response: parse(row.response) } : null
+  if (!row) return null
+  const stored = parse(row.response)
+  return { request_sha256: row.request_sha256, response: typeof stored === 'string' ? JSON.parse(stored) : stored }
 }
 
 export interface DecisionFilter {

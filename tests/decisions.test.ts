@@ -197,6 +197,8 @@ t.test('idempotency: the first answer returns; another request with the key is 4
   t.equal(first.status, 200)
   t.equal(first.headers.get('idempotent-replayed'), null)
   app.clock.advance(1000)
+  const replay = await app.call('POST', '/decisions', { token: vars.MEMBER_KEY_A, json: body })
+  t.equal(await replay.text(), JSON.stringify(first.body), 'the replay is byte for byte the first answer')
   const again = await decide(app, vars.MEMBER_KEY_A!, body)
   t.same([again.status, again.body], [200, first.body], 'the same answer, the same decision_id and time')
   t.equal(again.headers.get('idempotent-replayed'), 'true')
