@@ -33,7 +33,8 @@ async function decideOnce(key: string, agent: string): Promise<any> {
       new Request('http://localhost/decisions', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ agent, action: 'tickets.read' }) }),
       { remoteAddress: '127.0.0.1' },
     )
-    return { status: res.status, body: await res.json() }
+    const body = await res.json()
+    return { status: res.status, body }
   } finally {
     await app.close()
     await handle.close()
@@ -42,7 +43,9 @@ async function decideOnce(key: string, agent: string): Promise<any> {
 
 t.test('agent create, list, suspend, resume; decision list', async (t) => {
   const orgId = (await run(['org', 'create', '--name', 'Acme', '--owner-email', 'ops@acme.example'])).out.trim()
-  const key = (await run(['key', 'create', '--org', orgId, '--role', 'member'])).out.trim()
+  const made = await run(['key', 'create', '--org', orgId, '--role', 'member'])
+  t.equal(made.code, 0, made.err)
+  const key = made.out.trim()
 
   const created = await run(['agent', 'create', '--org', orgId, '--handle', 'support-bot', '--name', 'Support'])
   t.equal(created.code, 0, created.err)
