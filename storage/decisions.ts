@@ -166,6 +166,11 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
  * Either all of it commits or nothing does.
  */
 export async function writeDecisions(db: Kysely<Database>, batch: readonly PendingDecision[], now: Date): Promise<WriteOutcome[]> {
+  // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
+  if (batch.every((item) => item.idempotency === null)) {
+    await db.insertInto('decisions').values(batch.map((item) => rowOf(item.record)) as never).execute()
+    return batch.map(() => ({ kind: 'logged' }))
+  }
   return db.transaction().execute(async (trx) => {
     const outcomes: WriteOutcome[] = batch.map(() => ({ kind: 'logged' }))
     // The same key twice in one batch: the first answers, the others repeat its answer.
