@@ -7,6 +7,7 @@ import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
 import { policyCommands } from './policies.ts'
+import { governanceCommands } from './governance.ts'
 import { provisionCommands } from './provision.ts'
 
 const PROGRAM = 'server.ts'
@@ -81,7 +82,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, healthCommand]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))

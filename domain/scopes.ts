@@ -1,14 +1,28 @@
 // The product API's permissions (OAuth scopes), and which role holds which (docs/api.md, roles).
 import type { Role } from './roles.ts'
 
-export const SCOPES = ['policies:read', 'policies:write', 'keys:manage', 'members:manage'] as const
+export const SCOPES = [
+  'policies:read',
+  'policies:write',
+  'keys:manage',
+  'members:manage',
+  'agents:read',
+  'agents:write',
+  'decisions:read',
+  'decisions:check',
+] as const
 
 export type Scope = (typeof SCOPES)[number]
 
+const VIEWER: readonly Scope[] = ['policies:read', 'agents:read', 'decisions:read']
+// Members may ask for decisions (a gateway's key), not change what decides them.
+const MEMBER: readonly Scope[] = [...VIEWER, 'decisions:check']
+const MANAGER: readonly Scope[] = ['policies:read', 'policies:write', 'agents:read', 'agents:write', 'decisions:read', 'decisions:check']
+
 export const ROLE_SCOPES: Readonly<Record<Role, readonly Scope[]>> = Object.freeze({
-  viewer: ['policies:read'],
-  member: ['policies:read'],
-  manager: ['policies:read', 'policies:write'],
+  viewer: VIEWER,
+  member: MEMBER,
+  manager: MANAGER,
   admin: SCOPES,
   owner: SCOPES,
 })

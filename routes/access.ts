@@ -53,8 +53,14 @@ export function requireSecureTransport(ctx: RequestContext): void {
 }
 
 export interface Guard {
-  protect(scope: Scope, handler: ProtectedHandler): (request: IRequest, ctx: RequestContext) => Promise<Reply>
+  /**
+   * `agentKeys`: whether a key bound to an agent may use the route at all (only decisions, its
+   * own decisions and its own capabilities); every other route answers 403 for such a key.
+   */
+  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Promise<Reply>
 }
+
+export const AGENT_KEY_REFUSED = 'This key is bound to an agent: it may only ask decisions for its agent and read its own decisions and capabilities'
 
 type NamedLimiter = RateLimiter & { readonly name: string }
 
@@ -65,7 +71,7 @@ type NamedLimiter = RateLimiter & { readonly name: string }
  */
 export function createGuard(credentials: Credentials, limiter: NamedLimiter, orgLimiter: NamedLimiter | null = null): Guard {
   return {
-    protect(scope, handler) {
+    protect(scope, handler, options = {}) {
       return async (request, ctx) => {
         refuseCredentialsInUrl(request)
         requireSecureTransport(ctx)
@@ -81,6 +87,7 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
             })
           }
         }
+        if (principal.agentId !== null && !options.agentKeys) throw new HttpError(403, AGENT_KEY_REFUSED, { headers })
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
           throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }

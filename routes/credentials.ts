@@ -30,6 +30,8 @@ export interface Principal {
    */
   readonly keyCreatorUserId: string | null
   readonly familyId: string | null
+  /** Set for a key bound to one agent (and tokens minted from it): it may only act as that agent. */
+  readonly agentId: string | null
   /** Rate-limit and audit identity: "key:<uuid>" or "user:<uuid>". */
   readonly subject: string
   /** When the credential stops working, in ms (Infinity: a key without expiry). */
@@ -43,6 +45,8 @@ export interface Credentials {
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
   familyRevoked(familyId: string): Promise<void>
+  /** Forgets cached lookups of every key (and token) bound to an agent that was deleted, here and in peers. */
+  agentChanged(agentId: string): Promise<void>
   /** Forgets cached sessions of a user whose membership changed, and every key (and key token) they cap, here and in peers. */
   userChanged(userId: string): Promise<void>
   /**
@@ -65,7 +69,7 @@ export function creatorOf(principal: Principal): Creator {
 }
 
 const AUTHENTICATION_REQUIRED = 'Authentication required'
-const INVALID_TOKEN = 'Invalid or expired token'
+export const INVALID_TOKEN = 'Invalid or expired token'
 
 const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
@@ -120,8 +124,8 @@ function createPrincipalCache() {
     invalidate(id: string): void {
       epoch++
       for (const [hash, entry] of entries) {
-        const { keyId, familyId, userId, keyCreatorUserId } = entry.principal
-        if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id) entries.delete(hash)
+        const { keyId, familyId, userId, keyCreatorUserId, agentId } = entry.principal
+        if (keyId === id || familyId === id || userId === id || keyCreatorUserId === id || agentId === id) entries.delete(hash)
       }
     },
   }
@@ -158,6 +162,7 @@ async function lookupKey(db: Deps['db'], hash: string, now: number): Promise<Pri
     userId: null,
     keyCreatorUserId: key.created_by_user_id,
     familyId: null,
+    agentId: key.agent_id,
     subject: creatorString(null, key.id),
     expiresAt: key.expires_at ? key.expires_at.getTime() : Infinity,
   }
@@ -174,6 +179,7 @@ async function lookupAccessToken(db: Deps['db'], hash: string, now: number): Pro
     userId: found.user_id,
     keyCreatorUserId: found.key_creator_user_id,
     familyId: found.family_id,
+    agentId: found.agent_id,
     subject: found.user_id ? creatorString(found.user_id, null) : creatorString(null, found.api_key_id),
     expiresAt: found.expires_at,
   }
@@ -236,6 +242,7 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
     keyChanged: changed,
     familyRevoked: changed,
     userChanged: changed,
+    agentChanged: changed,
     forget(id) {
       if (id === undefined) cache.flush()
       else cache.invalidate(id)

@@ -37,7 +37,7 @@ const ApiKeySchema = v.pipe(
   v.title('ApiKey'),
 )
 
-const NewApiKeySchema = v.pipe(
+export const NewApiKeySchema = v.pipe(
   v.object({
     ...ApiKeySchema.entries,
     api_key: v.pipe(v.string(), v.description('The secret (stw_key_…): shown this once, stored only as a SHA-256 hash.')),
@@ -77,7 +77,7 @@ const ApiKeyRotateSchema = v.pipe(
 const createBody = bodyDoc(ApiKeyCreateSchema, ['application/json'], true)
 const rotateBody = bodyDoc(ApiKeyRotateSchema, ['application/json'], false)
 
-function keyToJson(key: ApiKeyRow): v.InferOutput<typeof ApiKeySchema> {
+export function keyToJson(key: ApiKeyRow): v.InferOutput<typeof ApiKeySchema> {
   const iso = (date: Date | null) => (date ? date.toISOString() : null)
   return {
     key_id: key.id,

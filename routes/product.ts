@@ -2,9 +2,14 @@
 // and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
+import { startDecisionMaintenance, type DecisionMaintenance } from '../storage/decision-partitions.ts'
+import { createDecisionWriter } from '../storage/decision-writer.ts'
+import { createPolicySetCache } from '../storage/policyset-cache.ts'
 import { createGuard } from './access.ts'
+import { agentRoutes } from './agents.ts'
 import { authRoutes } from './auth.ts'
 import { createCredentials } from './credentials.ts'
+import { decisionRoutes } from './decisions.ts'
 import type { Deps, Surface } from './deps.ts'
 import { healthRoutes } from './health.ts'
 import { REASON } from '../http/errors.ts'
@@ -30,6 +35,10 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     createRateLimiter(config.apiOrgRateLimit, 'api-org', deps.rateLimits ?? null),
   )
   const passwords = deps.passwords
+  const sets = createPolicySetCache(deps.db)
+  const writer = createDecisionWriter(deps.db, deps.clock)
+  // Monthly partitions of the decision log ahead of time, and retention: from start(), then daily.
+  let maintenance: DecisionMaintenance | null = null
   return {
     name: 'product',
     routes: [
@@ -40,6 +49,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...keyRoutes(guard, credentials),
       ...memberRoutes(guard, credentials),
       ...invitationRoutes(config, guard, passwords),
+      ...agentRoutes(guard, credentials, sets),
+      ...decisionRoutes(guard, { sets, writer }),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>
@@ -47,8 +58,18 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
         ? { status: REASON[status] ?? 'Error', error: error.code, error_description: error.message }
         : { status: REASON[status] ?? 'Error', error: error.message },
     headers: { 'Cache-Control': 'no-store' },
-    start: () => credentials.start(),
-    close: () => credentials.close(),
+    start: () => {
+      credentials.start()
+      maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
+        deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
+      )
+    },
+    close: async () => {
+      maintenance?.stop()
+      await maintenance?.done
+      await writer.drain()
+      await credentials.close()
+    },
     forgetCredentials: (id) => credentials.forget(id),
   }
 }

@@ -15,6 +15,8 @@ export interface NewApiKey {
   /** The key that created it, when a key did. */
   createdByKeyId: string | null
   expiresAt: Date | null
+  /** Set for a key bound to one agent (it may then only act as that agent). */
+  agentId?: string | null
 }
 
 /** A key that currently authenticates. */
@@ -27,6 +29,8 @@ export interface ActiveKey {
   expires_at: Date | null
   /** The user whose current role caps the key; null for an operator's key. */
   created_by_user_id: string | null
+  /** The agent the key is bound to, or null for an organization key. */
+  agent_id: string | null
 }
 
 const COLUMNS = [
@@ -85,6 +89,7 @@ async function insertApiKey(
       created_by_user_id: input.createdByUserId,
       created_by_key_id: input.createdByKeyId,
       issuer_key_id: issuerKeyId,
+      agent_id: input.agentId ?? null,
       created_at: now,
       expires_at: input.expiresAt,
     })
@@ -162,7 +167,7 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
   const row = await db
     .selectFrom('api_keys as k')
     .leftJoin('memberships as c', (join) => join.onRef('c.user_id', '=', 'k.created_by_user_id').onRef('c.organization_id', '=', 'k.organization_id'))
-    .select(['k.id', 'k.organization_id', 'k.role', 'k.secret_hash', 'k.expires_at', 'k.created_by_user_id', 'c.role as creator_role'])
+    .select(['k.id', 'k.organization_id', 'k.role', 'k.secret_hash', 'k.expires_at', 'k.created_by_user_id', 'k.agent_id', 'c.role as creator_role'])
     .where('k.secret_hash', '=', secretHash)
     .where('k.revoked_at', 'is', null)
     .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', now)]))
@@ -176,6 +181,7 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
     secret_hash: row.secret_hash,
     expires_at: row.expires_at ? new Date(row.expires_at) : null,
     created_by_user_id: row.created_by_user_id,
+    agent_id: row.agent_id,
   }
 }
 
@@ -230,7 +236,7 @@ export async function rotateApiKey(
     if (cap !== null) await lockOrganization(trx, organizationId)
     const old = await trx
       .selectFrom('api_keys')
-      .select(['id', 'name', 'role', 'expires_at', 'issuer_key_id'])
+      .select(['id', 'name', 'role', 'expires_at', 'issuer_key_id', 'agent_id'])
       .where('organization_id', '=', organizationId)
       .where('id', '=', keyId)
       .where('revoked_at', 'is', null)
@@ -248,6 +254,8 @@ export async function rotateApiKey(
         createdByUserId: creator.userId,
         createdByKeyId: creator.keyId,
         expiresAt: old.expires_at ? new Date(old.expires_at) : null,
+        // A key bound to an agent stays bound to it.
+        agentId: old.agent_id,
       },
       issuer,
       now,

@@ -24,6 +24,8 @@ export interface TokenPrincipal {
   role: Role
   /** The user whose current role caps the token's key; null for user sessions and operator keys. */
   key_creator_user_id: string | null
+  /** The agent the token's key is bound to (a token minted from an agent key acts as that agent). */
+  agent_id: string | null
   token_hash: string
   /** The earliest of the token's and its key's expiry, in ms. */
   expires_at: number
@@ -163,6 +165,7 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
       'f.role',
       'k.expires_at as key_expires_at',
       'k.created_by_user_id as key_creator_user_id',
+      'k.agent_id',
       'm.role as member_role',
       'c.role as creator_role',
     ])
@@ -191,6 +194,7 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
     api_key_id: row.api_key_id,
     role: row.user_id ? (row.member_role as Role) : lowerRole(row.role, row.creator_role),
     key_creator_user_id: row.key_creator_user_id,
+    agent_id: row.agent_id,
     token_hash: row.token_hash,
     expires_at: Math.min(tokenExpiry, keyExpiry),
   }

@@ -83,7 +83,7 @@ t.test('a user session carries the member\'s role', async (t) => {
   await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now))
   const login = await jsonOf(await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_A, password: vars.USER_PASSWORD_A } }))
   t.equal(login.role, 'viewer')
-  t.equal(login.scope, 'policies:read')
+  t.equal(login.scope, 'policies:read agents:read decisions:read')
   const res = await app.call('POST', `/policies?organization_id=${vars.ORG_A}`, { token: login.access_token, json: { name: 'n', effect: 'deny', actions: ['a'] } })
   t.equal(res.status, 403)
   await res.body?.cancel()

@@ -62,6 +62,13 @@ export function buildLlmsTxt(config: Config, openapi: { servers?: { url: string 
       `Access is provisioned per organization by a human in the console at ${config.appUrl}; agents cannot self-provision. ` +
       `Exchange a key for a token at ${config.productApiUrl}/auth/login and send "Authorization: Bearer <token>". ` +
       'The lead-capture operations need no credentials.',
+    '',
+    `To ask whether an agent may act, send POST ${config.productApiUrl}/decisions with a JSON body {"agent": "<handle>", "action": "payments.refund", "resource": "order/8812", "args": {…}, "context": {…}} ` +
+      '(with a key bound to the agent, "agent" may be left out; "resource" defaults to ""; args and context are JSON objects, together at most 16 KiB). ' +
+      'Every decision answers 200 with "decision": "allow", "deny" or "require_approval", the "reasons" (the policies, or a rule such as default_decision, agent_suspended or unknown_agent), a "decision_id" and "args_sha256". ' +
+      'Act only on allow; treat any other answer, and any error (a 503 means the decision could not be recorded), as a refusal. ' +
+      'Send an "idempotency_key" to retry safely: the same key from the same credential within 24 hours returns the first answer. ' +
+      `POST ${config.productApiUrl}/decisions/simulate answers the same without recording anything, and GET ${config.productApiUrl}/agents/me/capabilities lists what an agent key may do.`,
   ]
   for (const [tag, links] of operationSections(openapi)) {
     out.push('', `## ${oneLine(tag)}`, '', ...links.map(line))

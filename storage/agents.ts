@@ -1,0 +1,200 @@
+// Agents: the non-human actors of an organization, named in policies by their handle. Every
+// query is scoped by the organization. Every change (discovery included) bumps the ruleset
+// revision in the same transaction, so decisions everywhere see it on their next request.
+// Knows nothing of HTTP.
+import type { Kysely, Transaction } from 'kysely'
+import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
+import { bumpRulesetRevision } from './ruleset.ts'
+import type { AgentTable, Database } from './schema.ts'
+
+export type AgentStatus = AgentTable['status']
+
+export interface Agent {
+  agent_id: string
+  organization_id: string
+  handle: string
+  display_name: string
+  description: string
+  owner_user_id: string | null
+  labels: Record<string, string>
+  status: AgentStatus
+  created_at: Date
+  updated_at: Date
+  last_seen_at: Date | null
+}
+
+/** What a client may set on an agent. */
+export interface AgentFields {
+  handle: string
+  display_name: string
+  description: string
+  owner_user_id: string | null
+  labels: Record<string, string>
+  status: AgentStatus
+}
+
+/** Keyset position for newest-first pages: created_at, then agent_id. */
+export interface AgentCursor {
+  createdAt: Date
+  agentId: string
+}
+
+const COLUMNS = ['agent_id', 'organization_id', 'handle', 'display_name', 'description', 'owner_user_id', 'labels', 'status', 'created_at', 'updated_at', 'last_seen_at'] as const
+
+type Db = Kysely<Database> | Transaction<Database>
+
+export function toAgent(row: Record<string, unknown>): Agent {
+  const labels = typeof row.labels === 'string' ? JSON.parse(row.labels) : row.labels
+  return {
+    agent_id: row.agent_id as string,
+    organization_id: row.organization_id as string,
+    handle: row.handle as string,
+    display_name: row.display_name as string,
+    description: row.description as string,
+    owner_user_id: (row.owner_user_id as string | null) ?? null,
+    labels: (labels ?? {}) as Record<string, string>,
+    status: row.status as AgentStatus,
+    created_at: new Date(row.created_at as Date),
+    updated_at: new Date(row.updated_at as Date),
+    last_seen_at: row.last_seen_at ? new Date(row.last_seen_at as Date) : null,
+  }
+}
+
+/** Thrown when the handle is already taken in the organization. */
+export class HandleTakenError extends Error {
+  override name = 'HandleTakenError'
+}
+
+/** Thrown when owner_user_id is not a member of the organization. */
+export class OwnerNotMemberError extends Error {
+  override name = 'OwnerNotMemberError'
+}
+
+async function countAgents(db: Db, organizationId: string): Promise<number> {
+  const row = await db.selectFrom('agents').select((eb) => eb.fn.countAll<string>().as('n')).where('organization_id', '=', organizationId).executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+async function assertOwnerIsMember(db: Db, organizationId: string, userId: string | null): Promise<void> {
+  if (userId === null) return
+  const row = await db.selectFrom('memberships').select('user_id').where('organization_id', '=', organizationId).where('user_id', '=', userId).executeTakeFirst()
+  if (!row) throw new OwnerNotMemberError('owner_user_id is not a member of this organization')
+}
+
+/** Creates an agent under the cap; HandleTakenError when the handle is in use. */
+export async function createAgent(db: Kysely<Database>, organizationId: string, fields: AgentFields, now: Date, cap: Cap): Promise<Agent> {
+  return db.transaction().execute(async (trx) => {
+    await lockOrganization(trx, organizationId)
+    await assertOwnerIsMember(trx, organizationId, fields.owner_user_id)
+    const taken = await trx.selectFrom('agents').select('agent_id').where('organization_id', '=', organizationId).where('handle', '=', fields.handle).executeTakeFirst()
+    if (taken) throw new HandleTakenError(`An agent with handle ${fields.handle} already exists`)
+    assertBelowCap(await countAgents(trx, organizationId), cap)
+    const row = await trx
+      .insertInto('agents')
+      .values({ ...fields, labels: JSON.stringify(fields.labels), agent_id: crypto.randomUUID(), organization_id: organizationId, created_at: now, updated_at: now })
+      .returning(COLUMNS)
+      .executeTakeFirstOrThrow()
+    await bumpRulesetRevision(trx, organizationId)
+    return toAgent(row)
+  })
+}
+
+/**
+ * The agent for a handle named in a decision, creating it as `discovered` when it is new.
+ * Parallel first decisions for one handle make one row: insert … on conflict do nothing, then
+ * read. Null when the organization is at its agent cap (nothing is created).
+ */
+export async function discoverAgent(db: Kysely<Database>, organizationId: string, handle: string, now: Date, cap: Cap): Promise<Agent | null> {
+  return db.transaction().execute(async (trx) => {
+    await lockOrganization(trx, organizationId)
+    const existing = await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirst()
+    if (existing) return toAgent(existing)
+    if ((await countAgents(trx, organizationId)) >= cap.limit) return null
+    const inserted = await trx
+      .insertInto('agents')
+      .values({ agent_id: crypto.randomUUID(), organization_id: organizationId, handle, status: 'discovered', labels: '{}', created_at: now, updated_at: now })
+      .onConflict((oc) => oc.columns(['organization_id', 'handle']).doNothing())
+      .returning(COLUMNS)
+      .executeTakeFirst()
+    if (inserted) await bumpRulesetRevision(trx, organizationId)
+    const row = inserted ?? (await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirstOrThrow())
+    return toAgent(row)
+  })
+}
+
+export async function findAgent(db: Db, organizationId: string, agentId: string): Promise<Agent | null> {
+  const row = await db.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('agent_id', '=', agentId).executeTakeFirst()
+  return row ? toAgent(row) : null
+}
+
+export async function findAgentByHandle(db: Db, organizationId: string, handle: string): Promise<Agent | null> {
+  const row = await db.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirst()
+  return row ? toAgent(row) : null
+}
+
+/** Newest first; `status` filters. */
+export async function listAgents(db: Db, organizationId: string, page: { status: AgentStatus | null; after: AgentCursor | null; limit: number }): Promise<Agent[]> {
+  let query = db.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId)
+  if (page.status !== null) query = query.where('status', '=', page.status)
+  const after = page.after
+  if (after) {
+    query = query.where((eb) => eb.or([eb('created_at', '<', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('agent_id', '<', after.agentId)])]))
+  }
+  const rows = await query.orderBy('created_at', 'desc').orderBy('agent_id', 'desc').limit(page.limit).execute()
+  return rows.map(toAgent)
+}
+
+/** Applies the changed fields; null when the agent is not in the organization. */
+export async function updateAgent(db: Kysely<Database>, organizationId: string, agentId: string, changes: Partial<AgentFields>, now: Date): Promise<Agent | null> {
+  return db.transaction().execute(async (trx) => {
+    if (changes.owner_user_id !== undefined) await assertOwnerIsMember(trx, organizationId, changes.owner_user_id)
+    if (changes.handle !== undefined) {
+      const taken = await trx
+        .selectFrom('agents')
+        .select('agent_id')
+        .where('organization_id', '=', organizationId)
+        .where('handle', '=', changes.handle)
+        .where('agent_id', '<>', agentId)
+        .executeTakeFirst()
+      if (taken) throw new HandleTakenError(`An agent with handle ${changes.handle} already exists`)
+    }
+    const { labels, ...rest } = changes
+    const row = await trx
+      .updateTable('agents')
+      .set({ ...rest, ...(labels !== undefined ? { labels: JSON.stringify(labels) } : {}), updated_at: now })
+      .where('organization_id', '=', organizationId)
+      .where('agent_id', '=', agentId)
+      .returning(COLUMNS)
+      .executeTakeFirst()
+    if (!row) return null
+    await bumpRulesetRevision(trx, organizationId)
+    return toAgent(row)
+  })
+}
+
+/** Deletes the agent and (by cascade) its keys; its logged decisions stay. */
+export async function deleteAgent(db: Kysely<Database>, organizationId: string, agentId: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx.deleteFrom('agents').where('organization_id', '=', organizationId).where('agent_id', '=', agentId).executeTakeFirst()
+    if (Number(result.numDeletedRows) === 0) return false
+    await bumpRulesetRevision(trx, organizationId)
+    return true
+  })
+}
+
+/** Records that agents were seen, never moving last_seen_at backwards. */
+export async function touchAgents(db: Db, agentIds: readonly string[], now: Date): Promise<void> {
+  if (agentIds.length === 0) return
+  await db
+    .updateTable('agents')
+    .set({ last_seen_at: now })
+    .where('agent_id', 'in', [...agentIds])
+    .where((eb) => eb.or([eb('last_seen_at', 'is', null), eb('last_seen_at', '<', now)]))
+    .execute()
+}
+
+/** Ids of active keys bound to the agent (to forget cached lookups when it goes). */
+export async function agentKeyIds(db: Db, agentId: string): Promise<string[]> {
+  const rows = await db.selectFrom('api_keys').select('id').where('agent_id', '=', agentId).execute()
+  return rows.map((row) => row.id)
+}

@@ -1,0 +1,296 @@
+// The decision log: what a decision reads (one query for the organization's settings, its
+// ruleset revision and the agent; one statement for the policies in force), the durable write
+// of decision rows with their idempotency keys, and the listings. Knows nothing of HTTP.
+import { sql, type Kysely, type Transaction } from 'kysely'
+import type { PolicyInput } from '../engine/index.ts'
+import { toAgent, type Agent } from './agents.ts'
+import type { Database, DecisionTable } from './schema.ts'
+
+type Db = Kysely<Database> | Transaction<Database>
+
+export interface DecisionSettings {
+  default_decision: 'deny' | 'require_approval' | 'allow'
+  unknown_agents: 'deny' | 'evaluate'
+  ruleset_revision: number
+}
+
+/** What one decision starts from: read in one query, so the revision and the agent agree. */
+export interface DecisionContext {
+  settings: DecisionSettings
+  /** Null when no agent has the handle (or id). */
+  agent: Agent | null
+}
+
+/** The organization's settings and revision with the agent named by handle (or by id, for an agent key). */
+export async function readDecisionContext(db: Db, organizationId: string, agent: { handle: string } | { agentId: string }): Promise<DecisionContext | null> {
+  const joinOn = 'handle' in agent ? sql`a.handle = ${agent.handle}` : sql`a.agent_id = ${agent.agentId}`
+  const { rows } = await sql<Record<string, unknown>>`
+    select o.default_decision, o.unknown_agents, o.ruleset_revision,
+      a.agent_id, a.organization_id, a.handle, a.display_name, a.description, a.owner_user_id, a.labels, a.status,
+      a.created_at, a.updated_at, a.last_seen_at
+    from organizations o left join agents a on a.organization_id = o.id and ${joinOn}
+    where o.id = ${organizationId}
+  `.execute(db)
+  const row = rows[0]
+  if (!row) return null
+  return {
+    settings: {
+      default_decision: row.default_decision as DecisionSettings['default_decision'],
+      unknown_agents: row.unknown_agents as DecisionSettings['unknown_agents'],
+      ruleset_revision: Number(row.ruleset_revision),
+    },
+    agent: row.agent_id ? toAgent(row) : null,
+  }
+}
+
+/**
+ * The policies in force (enabled, not archived) with the revision they belong to, read by one
+ * statement: one snapshot, so a change committing meanwhile is either wholly in or wholly out,
+ * and the revision names exactly this set.
+ */
+export async function loadPoliciesInForce(db: Db, organizationId: string): Promise<{ revision: number; policies: PolicyInput[] } | null> {
+  const { rows } = await sql<Record<string, unknown>>`
+    select o.ruleset_revision, p.policy_id, p.version, p.name, p.effect, p.agents, p.actions, p.resources,
+      p.condition, p.approval, p.mode, p.enabled
+    from organizations o
+    left join policies p on p.organization_id = o.id and p.enabled and p.archived_at is null
+    where o.id = ${organizationId}
+    order by p.created_at, p.policy_id
+  `.execute(db)
+  if (rows.length === 0) return null
+  const policies: PolicyInput[] = []
+  for (const row of rows) {
+    if (row.policy_id === null || row.policy_id === undefined) continue
+    policies.push({
+      policy_id: row.policy_id as string,
+      version: Number(row.version),
+      name: row.name as string,
+      effect: row.effect as PolicyInput['effect'],
+      agents: jsonArray(row.agents),
+      actions: jsonArray(row.actions),
+      resources: jsonArray(row.resources),
+      condition: (row.condition as string | null) ?? null,
+      approval: (typeof row.approval === 'string' ? JSON.parse(row.approval) : row.approval) as PolicyInput['approval'],
+      mode: row.mode as PolicyInput['mode'],
+      enabled: true,
+      archived: false,
+    })
+  }
+  return { revision: Number(rows[0]!.ruleset_revision), policies }
+}
+
+function jsonArray(value: unknown): string[] {
+  const parsed = typeof value === 'string' ? JSON.parse(value) : value
+  return Array.isArray(parsed) ? parsed.map(String) : []
+}
+
+/** One logged decision as stored. */
+export interface DecisionRecord {
+  decision_id: string
+  organization_id: string
+  agent_id: string
+  agent_handle: string
+  action: string
+  resource: string
+  args: Record<string, unknown>
+  context: Record<string, unknown>
+  args_sha256: string
+  decision: DecisionTable['decision']
+  policy_decision: DecisionTable['policy_decision']
+  reasons: unknown[]
+  monitor: unknown
+  errors: unknown[]
+  approval_id: string | null
+  ruleset_revision: number
+  requested_by: string
+  evaluated_at: Date
+}
+
+/** The first answer to an idempotency key, to store beside the decision. */
+export interface IdempotencyEntry {
+  key: string
+  request_sha256: string
+  response: unknown
+}
+
+export interface PendingDecision {
+  record: DecisionRecord
+  idempotency: IdempotencyEntry | null
+}
+
+/** What a write did for one pending decision: logged, or lost an idempotency race to an earlier answer. */
+export type WriteOutcome = { kind: 'logged' } | { kind: 'duplicate'; request_sha256: string; response: unknown }
+
+const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
+
+export function toDecisionRecord(row: Record<string, unknown>): DecisionRecord {
+  return {
+    decision_id: row.decision_id as string,
+    organization_id: row.organization_id as string,
+    agent_id: row.agent_id as string,
+    agent_handle: row.agent_handle as string,
+    action: row.action as string,
+    resource: row.resource as string,
+    args: parse(row.args) as Record<string, unknown>,
+    context: parse(row.context) as Record<string, unknown>,
+    args_sha256: row.args_sha256 as string,
+    decision: row.decision as DecisionRecord['decision'],
+    policy_decision: row.policy_decision as DecisionRecord['policy_decision'],
+    reasons: parse(row.reasons) as unknown[],
+    monitor: parse(row.monitor),
+    errors: parse(row.errors) as unknown[],
+    approval_id: (row.approval_id as string | null) ?? null,
+    ruleset_revision: Number(row.ruleset_revision),
+    requested_by: row.requested_by as string,
+    evaluated_at: new Date(row.evaluated_at as Date),
+  }
+}
+
+function rowOf(record: DecisionRecord): Record<string, unknown> {
+  return {
+    ...record,
+    args: JSON.stringify(record.args),
+    context: JSON.stringify(record.context),
+    reasons: JSON.stringify(record.reasons),
+    monitor: JSON.stringify(record.monitor),
+    errors: JSON.stringify(record.errors),
+  }
+}
+
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
+
+/**
+ * Writes a batch of decisions in one transaction (group commit): their idempotency keys first
+ * (a key already answered within the window, by this process or another, makes its decision a
+ * duplicate that is not logged again), then every other decision in one multi-row insert.
+ * Either all of it commits or nothing does.
+ */
+export async function writeDecisions(db: Kysely<Database>, batch: readonly PendingDecision[], now: Date): Promise<WriteOutcome[]> {
+  // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
+  if (batch.every((item) => item.idempotency === null)) {
+    await db.insertInto('decisions').values(batch.map((item) => rowOf(item.record)) as never).execute()
+    return batch.map(() => ({ kind: 'logged' }))
+  }
+  return db.transaction().execute(async (trx) => {
+    const outcomes: WriteOutcome[] = batch.map(() => ({ kind: 'logged' }))
+    // The same key twice in one batch: the first answers, the others repeat its answer.
+    const firstOfKey = new Map<string, number>()
+    const repeats: [number, number][] = []
+    const keyed: { item: PendingDecision; index: number }[] = []
+    batch.forEach((item, index) => {
+      if (item.idempotency === null) return
+      const id = `${item.record.organization_id}|${item.record.requested_by}|${item.idempotency.key}`
+      const first = firstOfKey.get(id)
+      if (first !== undefined) {
+        repeats.push([index, first])
+        outcomes[index] = { kind: 'duplicate', request_sha256: '', response: null }
+      } else {
+        firstOfKey.set(id, index)
+        keyed.push({ item, index })
+      }
+    })
+    if (keyed.length > 0) {
+      const stale = new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)
+      const won = await trx
+        .insertInto('decision_idempotency')
+        .values(
+          keyed.map(({ item }) => ({
+            organization_id: item.record.organization_id,
+            requested_by: item.record.requested_by,
+            idempotency_key: item.idempotency!.key,
+            decision_id: item.record.decision_id,
+            request_sha256: item.idempotency!.request_sha256,
+            // Kept as a JSON string inside jsonb: jsonb reorders object keys, and a replay must
+            // repeat the first answer byte for byte.
+            response: JSON.stringify(JSON.stringify(item.idempotency!.response)),
+            created_at: now,
+          })),
+        )
+        // A key older than the window is free again: the new answer replaces it.
+        .onConflict((oc) =>
+          oc
+            .columns(['organization_id', 'requested_by', 'idempotency_key'])
+            .doUpdateSet((eb) => ({
+              decision_id: eb.ref('excluded.decision_id'),
+              request_sha256: eb.ref('excluded.request_sha256'),
+              response: eb.ref('excluded.response'),
+              created_at: eb.ref('excluded.created_at'),
+            }))
+            .where('decision_idempotency.created_at', '<', stale),
+        )
+        .returning('decision_id')
+        .execute()
+      const winners = new Set(won.map((row) => row.decision_id))
+      for (const { item, index } of keyed) {
+        if (winners.has(item.record.decision_id)) continue
+        const first = await findIdempotent(trx, item.record.organization_id, item.record.requested_by, item.idempotency!.key, now)
+        if (!first) throw new Error('idempotency key neither inserted nor found')
+        outcomes[index] = { kind: 'duplicate', request_sha256: first.request_sha256, response: first.response }
+      }
+    }
+    for (const [index, first] of repeats) {
+      const outcome = outcomes[first]!
+      const entry = batch[first]!.idempotency!
+      outcomes[index] = outcome.kind === 'duplicate' ? outcome : { kind: 'duplicate', request_sha256: entry.request_sha256, response: entry.response }
+    }
+    const rows = batch.filter((_, index) => outcomes[index]!.kind === 'logged').map((item) => rowOf(item.record))
+    if (rows.length > 0) await trx.insertInto('decisions').values(rows as never).execute()
+    return outcomes
+  })
+}
+
+/** The first answer to an idempotency key of this credential within the window, if any. */
+export async function findIdempotent(db: Db, organizationId: string, requestedBy: string, key: string, now: Date): Promise<{ request_sha256: string; response: unknown } | null> {
+  const row = await db
+    .selectFrom('decision_idempotency')
+    .select(['request_sha256', 'response'])
+    .where('organization_id', '=', organizationId)
+    .where('requested_by', '=', requestedBy)
+    .where('idempotency_key', '=', key)
+    .where('created_at', '>=', new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS))
+    .executeTakeFirst()
+  if (!row) return null
+  const stored = parse(row.response)
+  return { request_sha256: row.request_sha256, response: typeof stored === 'string' ? JSON.parse(stored) : stored }
+}
+
+export interface DecisionFilter {
+  agentHandle: string | null
+  /** Only this agent's decisions (an agent key sees its own only). */
+  agentId: string | null
+  action: string | null
+  decision: DecisionRecord['decision'] | null
+  from: Date | null
+  to: Date | null
+}
+
+export interface DecisionCursor {
+  evaluatedAt: Date
+  decisionId: string
+}
+
+/** Newest first. */
+export async function listDecisions(db: Db, organizationId: string, filter: DecisionFilter, page: { after: DecisionCursor | null; limit: number }): Promise<DecisionRecord[]> {
+  let query = db.selectFrom('decisions').selectAll().where('organization_id', '=', organizationId)
+  if (filter.agentHandle !== null) query = query.where('agent_handle', '=', filter.agentHandle)
+  if (filter.agentId !== null) query = query.where('agent_id', '=', filter.agentId)
+  if (filter.action !== null) query = query.where('action', '=', filter.action)
+  if (filter.decision !== null) query = query.where('decision', '=', filter.decision)
+  if (filter.from !== null) query = query.where('evaluated_at', '>=', filter.from)
+  if (filter.to !== null) query = query.where('evaluated_at', '<', filter.to)
+  const after = page.after
+  if (after) {
+    query = query.where((eb) =>
+      eb.or([eb('evaluated_at', '<', after.evaluatedAt), eb.and([eb('evaluated_at', '=', after.evaluatedAt), eb('decision_id', '<', after.decisionId)])]),
+    )
+  }
+  const rows = await query.orderBy('evaluated_at', 'desc').orderBy('decision_id', 'desc').limit(page.limit).execute()
+  return rows.map((row) => toDecisionRecord(row as Record<string, unknown>))
+}
+
+export async function findDecision(db: Db, organizationId: string, decisionId: string, agentId: string | null): Promise<DecisionRecord | null> {
+  let query = db.selectFrom('decisions').selectAll().where('organization_id', '=', organizationId).where('decision_id', '=', decisionId)
+  if (agentId !== null) query = query.where('agent_id', '=', agentId)
+  const row = await query.executeTakeFirst()
+  return row ? toDecisionRecord(row as Record<string, unknown>) : null
+}
