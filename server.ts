@@ -13,6 +13,8 @@ import type { Deps, Surface } from './routes/deps.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
+import { parseReplayRequest, replayDecisions } from './routes/policy-replay.ts'
+import type { ProductOperations } from './cli/command.ts'
 import { passwordHasherFor, type PasswordHasher } from './storage/passwords.ts'
 import type { RateLimitStore } from './storage/ratelimits.ts'
 
@@ -45,6 +47,11 @@ export interface Steward extends FetchHandler {
   start(): void
   /** Stops what start() began, after a last flush. Does not close the database. */
   close(): Promise<void>
+}
+
+/** What operator commands share with the product API (they never import routes/ themselves). */
+export const productOperations: ProductOperations = {
+  replayPolicies: (db, organizationId, body) => replayDecisions(db, organizationId, parseReplayRequest(body)),
 }
 
 /** Builds the fetch handler. Pure: no I/O and no timers until start() or a request. */
@@ -80,7 +87,7 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
 
 if (isEntryPoint(import.meta)) {
   void import('./cli/main.ts')
-    .then(({ runCli }) => runCli(process.argv.slice(2), process.env, process, { buildApp: createHandler }))
+    .then(({ runCli }) => runCli(process.argv.slice(2), process.env, process, { buildApp: createHandler, operations: productOperations }))
     .then((code) => {
       process.exitCode = code
     })

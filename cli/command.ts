@@ -47,6 +47,20 @@ export interface CommandContext {
   readonly credentialsChanged?: (id: string) => void
   /** Builds the handler `start` serves (server.ts passes its createHandler). */
   readonly buildApp?: BuildApp
+  /** Product API work that commands share with routes, handed in by server.ts. */
+  readonly operations?: ProductOperations
+}
+
+/**
+ * Computations of the product API that operator commands run too. The composition root
+ * (server.ts) hands them in, so that cli/ never imports routes/.
+ */
+export interface ProductOperations {
+  /**
+   * POST /policies/replay for one organization: `body` is that route's body. Null when the
+   * organization does not exist; a refused body or draft throws an HttpError with the message.
+   */
+  replayPolicies(db: Kysely<Database>, organizationId: string, body: unknown): Promise<unknown | null>
 }
 
 /** Runs one command line (cli/main.ts `runCli`), handed to the command channel by `start`. */
@@ -54,7 +68,7 @@ export type RunCommand = (
   argv: readonly string[],
   env: Env,
   io: Io,
-  options: { readonly config: Config; readonly credentialsChanged: (id: string) => void },
+  options: { readonly config: Config; readonly credentialsChanged: (id: string) => void; readonly operations?: ProductOperations },
 ) => Promise<number>
 
 /** What `start` serves: a fetch handler with one start()/close() pair for its background work. */

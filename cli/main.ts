@@ -2,7 +2,7 @@
 // Every command and group answers --help without opening the database or reading configuration.
 import { ConfigError, loadConfig, type Config } from '../config.ts'
 import { forwardToRunningServer } from './channel.ts'
-import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type BuildApp, type Command, type Env, type Io } from './command.ts'
+import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type BuildApp, type Command, type Env, type Io, type ProductOperations, type RunCommand } from './command.ts'
 import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
@@ -17,10 +17,12 @@ const start: Command = {
   summary: 'migrate the database and serve HTTP on HOST:PORT',
   options: {},
   notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see README.md.',
-  async run({ config, buildApp }) {
+  async run({ config, buildApp, operations }) {
     if (!buildApp) throw new CommandFailed('start serves the handler server.ts builds: run server.ts start')
     const { startServer } = await import('./start.ts')
-    const running = await startServer(config, buildApp, runCli).catch((error: unknown) => {
+    // Commands the running server carries out get the same product operations.
+    const runCommand: RunCommand = (argv, env, io, given) => runCli(argv, env, io, { ...given, ...(operations ? { operations } : {}) })
+    const running = await startServer(config, buildApp, runCommand).catch((error: unknown) => {
       // startServer closed what it opened; whatever still holds the event loop must not keep a
       // failed server alive (the timer itself does not).
       setTimeout(() => process.exit(1), 1000).unref()
@@ -150,6 +152,8 @@ export interface CliOptions {
   readonly credentialsChanged?: (id: string) => void
   /** Builds the handler `start` serves: given by the composition root (server.ts). */
   readonly buildApp?: BuildApp
+  /** See CommandContext.operations: given by the composition root (server.ts). */
+  readonly operations?: ProductOperations
 }
 
 export async function runCli(argv: readonly string[], env: Env, io: Io = process, cli: CliOptions = {}): Promise<number> {
@@ -170,8 +174,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io = process
     const config = cli.config ?? loadConfig(env)
     const forwarded = await forwardToRunningServer(command.name, argv, config, io, env)
     if (forwarded !== null) return forwarded
-    const { credentialsChanged, buildApp } = cli
-    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}), ...(buildApp ? { buildApp } : {}) })
+    const { credentialsChanged, buildApp, operations } = cli
+    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}), ...(buildApp ? { buildApp } : {}), ...(operations ? { operations } : {}) })
   } catch (error) {
     return report(command, error, io)
   }

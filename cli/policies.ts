@@ -4,11 +4,16 @@
 import { readFile, stat } from 'node:fs/promises'
 import { UUID } from '../domain/uuid.ts'
 import { HttpError } from '../http/errors.ts'
-import { readTimestamp } from '../routes/input.ts'
-import { MAX_REPLAY, parseReplayRequest, replayDecisions } from '../routes/policy-replay.ts'
+import { MAX_REPLAY } from '../domain/replay.ts'
 import { findOrganization } from '../storage/organizations.ts'
 import { CommandFailed, UsageError, type Command, type Options } from './command.ts'
 import { withDatabase } from './database.ts'
+
+/** What POST /policies/replay answers. */
+interface ReplayAnswer {
+  readonly evaluated: number
+  readonly changed: Readonly<Record<string, number>>
+}
 
 /** Far more than any set of 1,000 drafts needs; a bigger file is a mistake, not drafts. */
 const MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -18,9 +23,12 @@ function text(options: Options, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined
 }
 
+// The route's own schema checks the value; this only words the usual mistake as a usage error.
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
+
 function timestampOption(options: Options, name: string): string | undefined {
   const value = text(options, name)
-  if (value !== undefined && !(readTimestamp(value) instanceof Date)) throw new UsageError(`--${name} must be an RFC 3339 date-time such as 2026-11-01T00:00:00Z`)
+  if (value !== undefined && (!RFC3339.test(value) || Number.isNaN(Date.parse(value)))) throw new UsageError(`--${name} must be an RFC 3339 date-time such as 2026-11-01T00:00:00Z`)
   return value
 }
 
@@ -63,28 +71,23 @@ const policyReplay: Command = {
     limit: { type: 'string', value: 'N', description: `the newest N decisions in the window, 1 to ${MAX_REPLAY}`, default: '10000' },
   },
   notes: 'The answer is {"evaluated", "changed": {"<old>→<new>": n}, "sample": [...]}, as POST /policies/replay gives it.\nNothing is written. Drafts are checked like POST /policies; a problem names the draft.',
-  async run({ options, config, io }) {
+  async run({ options, config, io, operations }) {
+    if (!operations) throw new CommandFailed('policy replay needs the product API: run it through server.ts')
     const orgId = text(options, 'org') ?? ''
     if (!UUID.test(orgId)) throw new UsageError('--org must be a UUID')
     const from = timestampOption(options, 'from')
     const to = timestampOption(options, 'to')
     const limit = limitOption(options)
     const drafts = await readDrafts(text(options, 'file') ?? '')
-    let request: ReturnType<typeof parseReplayRequest>
-    try {
-      request = parseReplayRequest({ policies: drafts, ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }), ...(limit === undefined ? {} : { limit }) })
-    } catch (error) {
-      if (error instanceof HttpError) throw new CommandFailed(error.message)
-      throw error
-    }
+    const body = { policies: drafts, ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }), ...(limit === undefined ? {} : { limit }) }
     return withDatabase(config, async ({ db }) => {
       const organizationId = orgId.toLowerCase()
       if (!(await findOrganization(db, organizationId))) throw new UsageError(`no organization ${orgId}`)
-      let answer: Awaited<ReturnType<typeof replayDecisions>>
+      let answer: ReplayAnswer
       try {
-        answer = await replayDecisions(db, organizationId, request)
+        answer = (await operations.replayPolicies(db, organizationId, body)) as ReplayAnswer
       } catch (error) {
-        // A draft naming a policy the organization does not have.
+        // A refused draft, or one naming a policy the organization does not have.
         if (error instanceof HttpError) throw new CommandFailed(error.message)
         throw error
       }

@@ -20,7 +20,9 @@ import { Timestamp } from './input.ts'
 import { fieldsFromInput, POLICY_NOT_FOUND, PolicyDraftSchema, refuseLegacyShapes } from './policies.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
-export const MAX_REPLAY = 100_000
+import { MAX_REPLAY } from '../domain/replay.ts'
+
+export { MAX_REPLAY }
 export const DEFAULT_REPLAY = 10_000
 export const MAX_DRAFTS = 1000
 /** Decisions read per query. */

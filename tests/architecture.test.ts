@@ -21,7 +21,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   log: [],
   config: ['domain'],
   http: ['domain', 'log'],
-  storage: ['domain', 'log', 'config'],
+  storage: ['engine', 'domain', 'log', 'config'],
   wellknown: ['http', 'domain', 'config'],
   routes: ['engine', 'storage', 'domain', 'http', 'log', 'config', 'wellknown'],
   cli: ['http', 'storage', 'domain', 'log', 'config'],

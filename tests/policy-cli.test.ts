@@ -7,6 +7,7 @@ import { join, relative } from 'node:path'
 import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
+import { productOperations } from '../server.ts'
 import { createJsonLogger } from '../log.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { childEnv, startServerProcess } from './process-support.ts'
@@ -23,7 +24,7 @@ async function run(argv: string[], runEnv: Record<string, string | undefined> = 
   let err = ''
   stdout.on('data', (chunk) => (out += chunk))
   stderr.on('data', (chunk) => (err += chunk))
-  const code = await runCli(argv, runEnv, { stdout, stderr })
+  const code = await runCli(argv, runEnv, { stdout, stderr }, { operations: productOperations })
   return { code, out, err }
 }
 
