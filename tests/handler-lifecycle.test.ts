@@ -54,7 +54,7 @@ t.test('construction starts nothing; start() starts the background work; close()
   app.start()
   app.start()
   await new Promise((resolve) => setTimeout(resolve, 200))
-  t.equal(intervals.live(), 3, 'three timers after start() (key use, pruning, rate-limit sharing), however often it is called')
+  t.equal(intervals.live(), 4, 'four timers after start() (key use, pruning, rate-limit sharing, decision-log partitions and retention), however often it is called')
   t.equal(accepted, 1, 'the revocation feed connected once')
 
   await app.close()
