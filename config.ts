@@ -71,6 +71,11 @@ export interface Config {
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
   readonly lifecycle: Lifecycle
   readonly contactEmail: string
+  /**
+   * The organization whose Owners and Admins may read the leads through the product API
+   * (LEADS_ORGANIZATION_ID, lower-cased); null: the organization created first.
+   */
+  readonly leadsOrganizationId: string | null
 }
 
 export class ConfigError extends Error {
@@ -199,6 +204,14 @@ function readText(path: string, name: string): string {
   }
 }
 
+function leadsOrganization(value: string | undefined): string | null {
+  if (!value) return null
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+    throw new ConfigError(`LEADS_ORGANIZATION_ID must be an organization id (a UUID), got "${value.slice(0, 64)}"`)
+  }
+  return value.toLowerCase()
+}
+
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 export function loadConfig(env: Env = {}): Config {
@@ -265,6 +278,7 @@ export function loadConfig(env: Env = {}): Config {
     logLevel,
     lifecycle: readLifecycle(env, appUrl),
     contactEmail: env.CONTACT_EMAIL || 'security@example.com',
+    leadsOrganizationId: leadsOrganization(env.LEADS_ORGANIZATION_ID),
   }
   return Object.freeze(config)
 }

@@ -10,6 +10,7 @@ import { healthRoutes } from './health.ts'
 import { REASON } from '../http/errors.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
+import { leadListRoutes } from './lead-lists.ts'
 import { memberRoutes } from './members.ts'
 import { policyRoutes } from './policies.ts'
 import { createRateLimiter } from './ratelimit.ts'
@@ -37,6 +38,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...keyRoutes(guard, credentials),
       ...memberRoutes(guard, credentials),
       ...invitationRoutes(config, guard, passwords),
+      ...leadListRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>
