@@ -104,6 +104,8 @@ function renderEditor(main, id) {
 
   let checkTimer = null
   let checkSeq = 0
+  // null: not known yet; false: this server cannot simulate (or this role may not), so save checks.
+  let canSimulate = null
   condition.addEventListener('input', () => {
     clearTimeout(checkTimer)
     checkTimer = setTimeout(checkCondition, 350)
@@ -112,18 +114,23 @@ function renderEditor(main, id) {
     const text = condition.value
     const seq = ++checkSeq
     if (!text.trim()) return showConditionError(null)
+    if (canSimulate === false) return showConditionError(null, 'The condition is checked when you save.')
     try {
       await api('POST', '/decisions/simulate', {
         agent: 'console-condition-check',
         action: 'console.condition-check',
         policies: [{ effect: 'deny', actions: ['console.condition-check'], condition: text }],
       })
+      canSimulate = true
       if (seq === checkSeq) showConditionError(null, 'The condition compiles.')
     } catch (error) {
       if (seq !== checkSeq) return
       // No simulation on this server (404) or no permission for it (403): checked on save instead.
       if (error.status === 400) showConditionError(error.message.replace(/^policies\.0\./, ''))
-      else if (error.status === 404 || error.status === 403) showConditionError(null, 'The condition is checked when you save.')
+      else if (error.status === 404 || error.status === 403) {
+        canSimulate = false
+        showConditionError(null, 'The condition is checked when you save.')
+      }
     }
   }
   function showConditionError(text, ok) {
@@ -133,6 +140,9 @@ function renderEditor(main, id) {
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault()
+    // A check still pending must not overwrite what the save answers.
+    clearTimeout(checkTimer)
+    checkSeq++
     put(message)
     save.disabled = true
     try {
