@@ -153,6 +153,13 @@ async function run(): Promise<void> {
     t.equal((await page.content()).includes(value), false)
   })
 
+  await t.test('an expired access token is refreshed silently: the page loads, no sign-in', async (t) => {
+    world.clock.advance(20 * 60_000)
+    await open('Members', 'Members')
+    await page.getByRole('table', { name: 'Members' }).waitFor()
+    t.equal(await page.getByRole('button', { name: 'Sign in' }).count(), 0)
+  })
+
   await t.test('the other pages pass axe', async () => {
     for (const [link, heading, name] of [
       ['Decisions', 'Decisions', 'decisions'],
@@ -215,6 +222,23 @@ async function run(): Promise<void> {
     t.equal((await world.call('POST', '/keys', { token, json: { role: 'viewer' } })).status, 403)
     t.equal((await world.call('POST', '/invitations', { token, json: { email: 'x@example.com', role: 'viewer' } })).status, 403)
     t.equal((await world.call('GET', '/leads/demo-requests', { token })).status, 403)
+  })
+
+  await t.test('someone in two organizations chooses one after signing in', async (t) => {
+    await inviteAndAccept(world, vars.OWNER_KEY_B!, vars.USER_EMAIL_A!, 'admin', vars.USER_PASSWORD_A!)
+    await page.goto(`${origin}/console/`)
+    await page.getByLabel('Email').fill(vars.USER_EMAIL_A!)
+    await page.getByLabel('Password').fill(vars.USER_PASSWORD_A!)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByRole('heading', { level: 1, name: 'Choose an organization' }).waitFor()
+    await axe('choose-organization')
+    await page.getByLabel('Organization', { exact: true }).selectOption(vars.ORG_B!)
+    await page.getByRole('button', { name: 'Continue' }).click()
+    await page.getByRole('link', { name: 'Approvals' }).waitFor()
+    t.match(await page.locator('#who').textContent(), `${vars.USER_EMAIL_A} · admin`)
+    await open('Keys', 'API keys')
+    await page.getByRole('table', { name: 'API keys' }).waitFor()
+    t.equal(await page.getByRole('table', { name: 'API keys' }).getByText('console e2e key').count(), 0, "organization A's keys are not shown in B")
   })
 
   t.test('no script error and no Content-Security-Policy violation on any page', async (t) => {

@@ -57,8 +57,21 @@ function adopt(grant, email) {
   changed()
 }
 
+/**
+ * fetch, with a network failure as an ApiError of status 0. Across origins, a route this server
+ * lacks fails its CORS preflight and lands here too, not as a 404.
+ */
+async function send(url, init) {
+  try {
+    return await fetch(url, init)
+  } catch (error) {
+    if (error?.name === 'AbortError') throw error
+    throw new ApiError(0, `Could not reach the API at ${API}`)
+  }
+}
+
 async function post(path, body) {
-  const response = await fetch(API + path, {
+  const response = await send(API + path, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
     body: JSON.stringify(body),
@@ -130,7 +143,7 @@ export async function api(method, path, body, { signal, retried } = {}) {
   if (!session) throw new ApiError(401, 'Not signed in')
   const headers = { Authorization: `Bearer ${session.accessToken}`, Accept: 'application/json' }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
-  const response = await fetch(API + path, {
+  const response = await send(API + path, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),

@@ -9,7 +9,8 @@ export function render(main, params) {
   const results = h('div', {}, h('p', { class: 'muted', text: 'Loading…' }))
   const message = h('div', {})
   const form = h('form', { class: 'filters', method: 'post', 'aria-label': 'Filter agents' }, field('Status', status), h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Show' })))
-  put(main, h('h1', { text: 'Agents' }), h('p', { class: 'muted', text: 'Discovered agents asked for a decision under a new name: adopt them (active) or suspend them.' }), form, message, results)
+  const more = h('div', { class: 'actions' })
+  put(main, h('h1', { text: 'Agents' }), h('p', { class: 'muted', text: 'Discovered agents asked for a decision under a new name: adopt them (active) or suspend them.' }), form, message, results, more)
 
   async function setStatus(agent, next) {
     try {
@@ -29,10 +30,12 @@ export function render(main, params) {
     return h('div', { class: 'actions' }, buttons)
   }
 
-  async function load() {
+  let agents = []
+  async function load(cursor) {
     try {
-      const data = await api('GET', `/agents${qs({ status: status.value })}`)
-      const agents = data.agents ?? []
+      const data = await api('GET', `/agents${qs({ status: status.value, cursor })}`)
+      agents = cursor ? agents.concat(data.agents ?? []) : data.agents ?? []
+      put(more, data.next_cursor ? h('button', { type: 'button', text: 'Load more', onclick: () => load(data.next_cursor) }) : null)
       put(
         results,
         agents.length === 0
@@ -86,11 +89,12 @@ function renderOne(main, id) {
               ['Action', (c) => h('code', { text: c.action })],
               ['Decision', (c) => badge(c.decision)],
               ['Condition', (c) => (c.condition ? h('code', { text: c.condition }) : '—')],
+              ['Otherwise', (c) => (c.otherwise ? badge(c.otherwise) : c.rule ? `rule: ${c.rule}` : '—')],
               ['Policies', (c) => (c.policies ?? []).map((p) => (typeof p === 'string' ? p : `${p.name ?? p.policy_id}${p.version ? ` v${p.version}` : ''}`)).join('; ')],
             ], data.capabilities),
       ),
     )
-    .catch((error) => put(capabilities, h('h2', { id: 'caps-title', text: 'Capabilities' }), errorBox(error)))
+    .catch((error) => put(capabilities, h('h2', { id: 'caps-title', text: 'Capabilities' }), error.status === 404 ? unavailable('Capabilities') : errorBox(error)))
 }
 
 function renderKeyForm(section, agent) {

@@ -36,13 +36,14 @@ export function render(main) {
         return
       }
       put(message, errorBox(error))
-      schedule()
+      // Unreachable (or, across origins, perhaps absent): try again, less often.
+      schedule(error.status === 0 ? 10 * REFRESH_MS : REFRESH_MS)
     }
   }
 
-  function schedule() {
+  function schedule(ms = REFRESH_MS) {
     clearTimeout(timer)
-    if (!stopped) timer = setTimeout(load, REFRESH_MS)
+    if (!stopped) timer = setTimeout(load, ms)
   }
 
   function update(approvals) {
