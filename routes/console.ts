@@ -46,6 +46,9 @@ export function consoleCsp(config: Pick<Config, 'appUrl' | 'productApiUrl'>): st
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
+    // The pages never parse strings as HTML: any sink that would (innerHTML…) throws.
+    "require-trusted-types-for 'script'",
+    "trusted-types 'none'",
   ].join('; ')
 }
 

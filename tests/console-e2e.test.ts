@@ -95,6 +95,17 @@ async function run(): Promise<void> {
     t.notMatch(page.url(), /stw_|token|password/i)
     const stored = await page.evaluate(() => JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage }, cookie: document.cookie }))
     t.equal(stored, '{"local":{},"session":{},"cookie":""}', 'nothing in web storage or cookies')
+    const before = problems.length
+    const sink = await page.evaluate(() => {
+      try {
+        document.body.insertAdjacentHTML('beforeend', '<img src=x>')
+        return 'parsed'
+      } catch (error) {
+        return (error as Error).name
+      }
+    })
+    t.equal(sink, 'TypeError', 'Trusted Types: a string never becomes HTML')
+    problems.splice(before)
   })
 
   await t.test('the approvals page: the queue, or a clear state when the server has no approvals', async (t) => {

@@ -19,7 +19,7 @@ import { freePort } from '../bench/lib.ts'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', 'console')
 const CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self' https://api.example.com; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self' https://api.example.com; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'; trusted-types 'none'"
 
 const app = await createTestApp(t)
 const get = (path: string, headers: Record<string, string> = {}) => app.request(path, { headers })
