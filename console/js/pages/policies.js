@@ -59,9 +59,24 @@ function renderEditor(main, id) {
   condition.setAttribute('aria-describedby', 'condition-error')
   const mode = h('select', {}, [['enforce', 'enforce'], ['monitor', 'monitor (shadow: logs what it would do)']].map(([v, t]) => h('option', { value: v, text: t })))
   const enabled = h('input', { type: 'checkbox', checked: true })
+  const approvers = h('input', { type: 'number', min: 1, max: 5, inputmode: 'numeric' })
+  const approverRoles = h('input', { type: 'text', placeholder: 'owner, admin, manager' })
+  const timeout = h('input', { type: 'number', min: 30, max: 604800, inputmode: 'numeric' })
+  const approvalBox = h(
+    'fieldset',
+    { class: 'panel' },
+    h('legend', { text: 'Approval' }),
+    field('Approvers required', approvers, { hint: '1 to 5 distinct people; empty: 1.', inline: true }),
+    field('Approver roles', approverRoles, { hint: 'Comma-separated; empty: owner, admin, manager.', inline: true }),
+    field('Approval timeout (seconds)', timeout, { hint: '30 to 604800; empty: 900. Silence is a deny.', inline: true }),
+  )
+  const showApproval = () => {
+    approvalBox.hidden = effect.value !== 'require_approval'
+  }
+  effect.addEventListener('change', showApproval)
   const message = h('div', {})
   const replayOut = h('div', {})
-  const controls = [name, description, effect, agents, actions, resources, condition, mode, enabled]
+  const controls = [name, description, effect, agents, actions, resources, condition, mode, enabled, approvers, approverRoles, timeout]
   if (!writable) for (const c of controls) c.disabled = true
   const save = h('button', { type: 'submit', class: 'primary', text: id ? 'Save changes' : 'Create policy' })
   const preview = h('button', { type: 'button', text: 'Preview changes (replay)' })
@@ -75,12 +90,14 @@ function renderEditor(main, id) {
     field('Actions', actions, { hint: 'Action patterns, comma-separated, such as payments.*' }),
     field('Resources', resources, { hint: 'Resource patterns, comma-separated.' }),
     h('div', { class: 'field' }, h('label', { for: 'condition', text: 'Condition (CEL)' }), condition, h('p', { class: 'hint', text: 'Optional. Variables: agent, action, resource, args, context, now. Checked by the server as you type.' }), conditionError),
+    approvalBox,
     field('Mode', mode),
     h('div', { class: 'field check' }, enabled, ' ', h('label', { for: 'enabled', text: 'Enabled' })),
     message,
     writable ? h('div', { class: 'actions' }, save, preview) : h('p', { class: 'muted', text: 'Your role can read policies but not change them.' }),
   )
   condition.id = 'condition'
+  showApproval()
   enabled.id = 'enabled'
   const versions = h('section', { 'aria-labelledby': 'versions-title' })
   put(main, h('p', {}, h('a', { href: '#/policies', text: 'Back to policies' })), h('h1', { text: id ? 'Edit policy' : 'New policy' }), form, replayOut, id ? versions : null)
@@ -95,6 +112,13 @@ function renderEditor(main, id) {
       resources: splitList(resources.value),
       mode: mode.value,
       enabled: enabled.checked,
+    }
+    // Approval settings only when given, so the server's defaults apply otherwise.
+    if (effect.value === 'require_approval' && (approvers.value || approverRoles.value.trim() || timeout.value)) {
+      body.approval = {}
+      if (approvers.value) body.approval.approvers_required = Number(approvers.value)
+      if (approverRoles.value.trim()) body.approval.approver_roles = splitList(approverRoles.value)
+      if (timeout.value) body.approval.timeout_seconds = Number(timeout.value)
     }
     // Sent only when there is one, so a server without conditions still takes the rest.
     if (condition.value.trim()) body.condition = condition.value
@@ -207,6 +231,10 @@ function renderEditor(main, id) {
     condition.value = typeof p.condition === 'string' ? p.condition : ''
     mode.value = p.mode
     enabled.checked = p.enabled
+    approvers.value = p.approval?.approvers_required ?? ''
+    approverRoles.value = (p.approval?.approver_roles ?? []).join(', ')
+    timeout.value = p.approval?.timeout_seconds ?? ''
+    showApproval()
   }
 
   async function loadVersions() {
