@@ -84,12 +84,22 @@ async function loadAssets(root: string, config: Config): Promise<Map<string, Ass
     const type = TYPES[name.slice(name.lastIndexOf('.'))]
     if (!type || !/^[a-z0-9][a-z0-9._/-]*$/.test(name)) continue
     let body = await readFile(file, 'utf8')
-    if (name === 'index.html') body = body.replace('%PRODUCT_API_URL%', escapeAttribute(config.productApiUrl))
+    if (name === 'index.html') body = body.replace('%PRODUCT_API_URL%', escapeAttribute(apiBase(config)))
     assets.set(CONSOLE_PREFIX + name, { body, type, etag: await etagOf(body) })
   }
   const index = assets.get(`${CONSOLE_PREFIX}index.html`)
   if (index) assets.set(CONSOLE_PREFIX, index)
   return assets
+}
+
+/**
+ * Where the console finds the product API. On the console's own origin it is only a path (empty
+ * by default), so the console works whatever host name it was opened by (localhost, 127.0.0.1, a
+ * LAN address) without setting APP_URL; on another origin, the full URL.
+ */
+export function apiBase(config: Pick<Config, 'appUrl' | 'productApiUrl'>): string {
+  const api = new URL(config.productApiUrl)
+  return api.origin === new URL(config.appUrl).origin ? api.pathname.replace(/\/$/, '') : config.productApiUrl
 }
 
 function escapeAttribute(text: string): string {

@@ -65,11 +65,13 @@ async function run(): Promise<void> {
     await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true })
   }
 
-  async function signIn(email: string, password: string): Promise<void> {
-    await page.goto(`${origin}/console/`)
-    await page.getByLabel('Email').fill(email)
-    await page.getByLabel('Password').fill(password)
-    await page.getByRole('button', { name: 'Sign in' }).click()
+  /** With the keyboard only: the Email field has focus, Tab moves to Password, Enter submits. */
+  async function signInByKeyboard(email: string, password: string): Promise<void> {
+    await page.getByRole('button', { name: 'Sign in' }).waitFor()
+    await page.keyboard.type(email)
+    await page.keyboard.press('Tab')
+    await page.keyboard.type(password)
+    await page.keyboard.press('Enter')
     await page.getByRole('link', { name: 'Approvals' }).waitFor()
   }
 
@@ -209,8 +211,8 @@ async function run(): Promise<void> {
 
   await t.test('a Viewer sees no write controls, and the API refuses the writes anyway', async (t) => {
     await page.getByRole('button', { name: 'Sign out' }).click()
-    await page.getByRole('button', { name: 'Sign in' }).waitFor()
-    await signIn(viewerEmail, viewerPassword)
+    await signInByKeyboard(viewerEmail, viewerPassword)
+    t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Approvals', "keyboard focus moves to the page's heading")
     const links = await page.getByRole('navigation').getByRole('link').allTextContents()
     t.same(links, ['Approvals', 'Decisions', 'Policies', 'Agents'])
     t.equal(await page.getByRole('button', { name: 'Approve' }).count(), 0)

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { ConfigError, loadConfig } from '../config.ts'
 import { serve } from '../cli/serve.ts'
-import { consoleCsp } from '../routes/console.ts'
+import { apiBase, consoleCsp } from '../routes/console.ts'
 import { LEADS_FORBIDDEN } from '../routes/lead-lists.ts'
 import { CURSOR_INVALID, encodeCursor } from '../routes/input.ts'
 import { createApiKey } from '../storage/keys.ts'
@@ -116,6 +116,15 @@ t.test('static files', async (t) => {
     const response = await app.request('/console/', { method: 'POST', body: '{}' })
     t.equal(response.status, 405)
     t.equal(response.headers.get('allow'), 'GET, HEAD, OPTIONS')
+  })
+
+  t.test('on the same origin, the page holds only the API path: it works under any host name', async (t) => {
+    const same = await createTestApp(t, { database: app.database, env: { APP_URL: 'https://steward.example.com', PRODUCT_API_URL: 'https://steward.example.com' } })
+    const response = await same.request('/console/')
+    t.match(await response.text(), '<meta name="steward-api" content="">')
+    t.match(response.headers.get('content-security-policy'), "connect-src 'self';")
+    t.equal(apiBase({ appUrl: 'https://a.example', productApiUrl: 'https://a.example/api/' }), '/api')
+    t.equal(apiBase({ appUrl: 'https://a.example', productApiUrl: 'https://b.example/api' }), 'https://b.example/api')
   })
 
   t.test('the CSP names the product API only when it lives on another origin', async (t) => {

@@ -3,7 +3,9 @@
 // injected later could read survives), and the access token is refreshed silently before it
 // expires while the page stays open.
 
-const API = (document.querySelector('meta[name="steward-api"]')?.content || location.origin).replace(/\/$/, '')
+// The server fills this in: a full URL when the API lives on another origin, else a path on ours.
+const BASE = document.querySelector('meta[name="steward-api"]')?.content ?? ''
+const API = (/^https?:\/\//.test(BASE) ? BASE : location.origin + BASE).replace(/\/$/, '')
 
 export class ApiError extends Error {
   constructor(status, message, body) {

@@ -74,11 +74,22 @@ function show() {
   document.title = `${entry.title} · Steward console`
   if (!can(entry.role)) {
     put(main, h('h1', { text: entry.title }), h('p', { class: 'panel', role: 'status', text: `Your role (${session.role}) does not include this page.` }))
-    return
+  } else {
+    put(main)
+    cleanup = entry.page.render(main, params) ?? null
   }
-  put(main)
-  cleanup = entry.page.render(main, params) ?? null
+  // After a navigation, focus goes to the new page's heading, so keyboard and screen-reader users start there.
+  if (navigated) {
+    const heading = main.querySelector('h1')
+    if (heading) {
+      heading.tabIndex = -1
+      heading.focus()
+    }
+  }
+  navigated = false
 }
+
+let navigated = false
 
 function renderSignIn() {
   const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true })
@@ -156,14 +167,19 @@ onSessionChange((session) => {
   // Several organizations: the sign-in form asks which one first.
   if (session && (session.organizations ?? []).length > 1 && !session.chosen) return
   if (session) {
-    if (!location.hash.startsWith('#/')) location.hash = '#/approvals'
+    // Land on Approvals unless the address names a page this role has (no hashchange: one render).
+    const page = PAGES.find((p) => p.path === route().path)
+    if (!page || !can(page.role)) history.replaceState(null, '', '#/approvals')
     announce('Signed in')
   }
+  // Signing in or out replaces the whole page: focus its heading (or the sign-in form's field).
+  navigated = Boolean(session)
   show()
 })
 
 window.addEventListener('hashchange', () => {
   if (location.hash === '#main') return
+  navigated = true
   show()
 })
 document.getElementById('skip')?.addEventListener('click', (event) => {

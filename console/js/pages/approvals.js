@@ -73,6 +73,9 @@ export function render(main) {
 
   function afterAction(text) {
     announce(text)
+    // The card acted on goes away: keep the keyboard on the page.
+    status.tabIndex = -1
+    status.focus()
     void load()
   }
 
