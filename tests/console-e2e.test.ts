@@ -36,6 +36,14 @@ async function run(): Promise<void> {
   t.teardown(() => served.close())
   const { vars } = world
 
+  // Organization A is the oldest, so its Owner reads the leads (the default holder).
+  await world.db.updateTable('organizations').set({ created_at: new Date(world.clock.now - 3_600_000) }).where('id', '=', vars.ORG_A!).execute()
+  for (const [email, company] of [['ada@example.com', 'Analytical Engines'], ['eve@example.com', '=HYPERLINK("http://evil.example","x")']]) {
+    const lead = { first_name: 'Ada', last_name: 'Lovelace', email, company, linkedin: 'https://www.linkedin.com/in/ada' }
+    const posted = await world.call('POST', '/demo-request', { json: lead })
+    if (posted.status !== 200) throw new Error(`POST /demo-request answered ${posted.status}`)
+  }
+
   const viewerEmail = `viewer-${Date.now()}@example.com`
   const viewerPassword = 'a viewer passphrase'
   await inviteAndAccept(world, vars.OWNER_KEY_A!, viewerEmail, 'viewer', viewerPassword)
@@ -164,6 +172,23 @@ async function run(): Promise<void> {
     await page.getByRole('table', { name: 'API keys' }).getByText('console e2e key').waitFor()
     t.equal(await page.getByText(value).count(), 0, 'the secret is not shown again')
     t.equal((await page.content()).includes(value), false)
+  })
+
+  await t.test('leads: search, and a CSV export whose formulas are defused', async (t) => {
+    await open('Leads', 'Leads')
+    await page.getByRole('table', { name: 'Demo requests' }).waitFor()
+    await page.getByLabel('Search', { exact: true }).fill('eve@')
+    await page.getByRole('button', { name: 'Search', exact: true }).click()
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 1)
+    const downloading = page.waitForEvent('download')
+    await page.getByRole('button', { name: 'Export CSV' }).click()
+    const download = await downloading
+    t.equal(download.suggestedFilename(), 'demo-leads.csv')
+    const csv = readFileSync((await download.path())!, 'utf8')
+    const lines = csv.trim().split('\r\n')
+    t.equal(lines[0], 'received_at,email,first_name,last_name,company,linkedin,phone,source,analytics_distinct_id')
+    t.equal(lines.length, 2, 'only the leads the search found')
+    t.match(lines[1], `,eve@example.com,Ada,Lovelace,"'=HYPERLINK(""http://evil.example"",""x"")",`)
   })
 
   await t.test('an expired access token is refreshed silently: the page loads, no sign-in', async (t) => {
