@@ -48,6 +48,7 @@ export function render(main) {
 
   function update(approvals) {
     const seen = new Set()
+    approvals = approvals.map(normalize)
     for (const approval of approvals) {
       const id = approval.approval_id
       seen.add(id)
@@ -87,6 +88,19 @@ export function render(main) {
     stopped = true
     clearTimeout(timer)
     clearInterval(tick)
+  }
+}
+
+/** The approval with what it asks for at the top (a server may nest it under request or decision). */
+function normalize(approval) {
+  const asked = approval.request ?? approval.decision_request ?? {}
+  return {
+    ...approval,
+    action: approval.action ?? asked.action,
+    resource: approval.resource ?? asked.resource,
+    args: approval.args ?? asked.args,
+    context: approval.context ?? asked.context,
+    agent: approval.agent ?? asked.agent,
   }
 }
 
@@ -157,8 +171,7 @@ function approvalCard(approval, afterAction) {
       h('dt', { text: 'Expires in' }), h('dd', {}, countdown, h('span', { class: 'muted', text: ` (${when(approval.expires_at)})` })),
       h('dt', { text: 'Approvals' }), progress,
     ),
-    h('h3', { class: 'visually-hidden', text: 'Arguments' }),
-    h('p', { class: 'hint', text: 'Arguments' }),
+    h('h3', { class: 'hint', text: 'Arguments' }),
     pretty(approval.args ?? {}),
     mayApprove(approval)
       ? h('div', {}, h('label', { for: noteId, text: 'Note (optional)' }), note, h('div', { class: 'actions' }, approve, deny))
