@@ -73,9 +73,10 @@ export const DemoRequestLeadListSchema = v.pipe(v.object({ leads: v.array(DemoRe
 export const NewsletterLeadListSchema = v.pipe(v.object({ leads: v.array(NewsletterLeadSchema), next_cursor: nextCursor }), v.title('NewsletterLeadList'))
 
 function leadToJson(lead: ExportedLead): Record<string, unknown> {
-  const common = { id: lead.id, email: lead.email, source: lead.source, analytics_distinct_id: lead.analytics_distinct_id, received_at: lead.received_at }
-  if (lead.list === 'newsletter') return { ...common, via: lead.via }
-  return { id: lead.id, email: lead.email, first_name: lead.first_name, last_name: lead.last_name, company: lead.company, linkedin: lead.linkedin, phone: lead.phone, source: lead.source, analytics_distinct_id: lead.analytics_distinct_id, received_at: lead.received_at }
+  const { id, email, source, analytics_distinct_id, received_at } = lead
+  if (lead.list === 'newsletter') return { id, email, source, analytics_distinct_id, via: lead.via, received_at }
+  const { first_name, last_name, company, linkedin, phone } = lead
+  return { id, email, first_name, last_name, company, linkedin, phone, source, analytics_distinct_id, received_at }
 }
 
 async function assertHoldsLeads(ctx: RequestContext, principal: Principal): Promise<void> {

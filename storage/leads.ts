@@ -78,23 +78,7 @@ export async function* streamLeads(db: Kysely<Database>, list: LeadList, pageSiz
       list === 'demo'
         ? await db.selectFrom('demo_requests').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
         : await db.selectFrom('newsletter_subscriptions').selectAll().where('id', '>', after).orderBy('id').limit(pageSize).execute()
-    for (const row of page) {
-      const r = row as Record<string, unknown>
-      yield {
-        list,
-        id: Number(r.id),
-        email: r.email as string,
-        first_name: (r.first_name as string | undefined) ?? null,
-        last_name: (r.last_name as string | undefined) ?? null,
-        company: (r.company as string | undefined) ?? null,
-        linkedin: (r.linkedin as string | undefined) ?? null,
-        phone: (r.phone as string | undefined) ?? null,
-        source: (r.source as string | null) ?? null,
-        analytics_distinct_id: (r.analytics_distinct_id as string | null) ?? null,
-        via: (r.via as string | undefined) ?? null,
-        received_at: new Date(r.received_at as Date).toISOString(),
-      }
-    }
+    for (const row of page) yield leadOf(list, row as Record<string, unknown>)
     if (page.length < pageSize) return
     after = Number(page[page.length - 1]!.id)
   }
