@@ -105,7 +105,10 @@ async function refresh() {
 
 export function signOut(reason) {
   const old = session
+  if (!old) return
   session = null
+  // Read (once) by the sign-in page that changed() is about to show.
+  signOut.reason = reason ?? null
   clearTimeout(refreshTimer)
   // Best effort: servers that offer RFC 7009 revocation end the session at once; elsewhere the
   // refresh token dies with this page's memory.
@@ -118,7 +121,6 @@ export function signOut(reason) {
     }).catch(() => {})
   }
   changed()
-  if (reason) signOut.reason = reason
 }
 
 async function readJson(response) {
