@@ -279,6 +279,24 @@ async function run(): Promise<void> {
     t.equal(await page.getByRole('table', { name: 'API keys' }).getByText('console e2e key').count(), 0, "organization A's keys are not shown in B")
   })
 
+  await t.test('with the product API on another origin, the console calls it there (CSP and CORS allow it)', async (t) => {
+    const otherPort = await freePort()
+    const api = `http://127.0.0.1:${otherPort}`
+    const split = await productApp(t, { env: { PORT: String(otherPort), HOST: '127.0.0.1', APP_URL: `http://localhost:${otherPort}`, PRODUCT_API_URL: api, BASE_URL: api } })
+    const server = await serve(split.app, split.config)
+    t.teardown(() => server.close())
+    await page.goto(`http://localhost:${otherPort}/console/`)
+    t.match(await page.locator('meta[name="steward-api"]').getAttribute('content'), api)
+    const calls: string[] = []
+    page.on('request', (request) => calls.push(request.url()))
+    await page.getByLabel('Email').fill(split.vars.USER_EMAIL_A!)
+    await page.getByLabel('Password').fill(split.vars.USER_PASSWORD_A!)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await open('Keys', 'API keys')
+    await page.getByRole('table', { name: 'API keys' }).waitFor()
+    t.ok(calls.includes(`${api}/auth/login`) && calls.includes(`${api}/keys`), 'the API was called on its own origin')
+  })
+
   t.test('no script error and no Content-Security-Policy violation on any page', async (t) => {
     t.same(problems, [])
   })

@@ -154,6 +154,20 @@ function leaked(body: string): boolean {
   return /createHandler|loadConfig|"name": "steward"|root:x:0/.test(body)
 }
 
+t.test('a CORS preflight to a path the server lacks is answered, so the 404 reaches a cross-origin console', async (t) => {
+  const origin = { origin: 'https://app.example.com' }
+  const preflight = await app.request('/approvals?status=pending', { method: 'OPTIONS', headers: { ...origin, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } })
+  t.equal(preflight.status, 204)
+  t.equal(preflight.headers.get('access-control-allow-origin'), '*')
+  t.equal(preflight.headers.get('access-control-allow-headers'), 'authorization')
+  t.equal(preflight.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS')
+  const answer = await app.request('/approvals?status=pending', { headers: origin })
+  t.equal(answer.status, 404)
+  t.equal(answer.headers.get('access-control-allow-origin'), '*')
+  const plain = await app.request('/approvals', { method: 'OPTIONS' })
+  t.equal(plain.status, 404, 'a plain OPTIONS on an unknown path is still 404')
+})
+
 t.test('no directory traversal through the fetch handler', async (t) => {
   for (const path of TRAVERSALS) {
     const response = await get(path)

@@ -59,10 +59,7 @@ function adopt(grant, email) {
   changed()
 }
 
-/**
- * fetch, with a network failure as an ApiError of status 0. Across origins, a route this server
- * lacks fails its CORS preflight and lands here too, not as a 404.
- */
+/** fetch, with a network failure (or a refused CORS check) as an ApiError of status 0. */
 async function send(url, init) {
   try {
     return await fetch(url, init)
