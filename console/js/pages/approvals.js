@@ -1,7 +1,7 @@
 // Approvals: what waits for a human, oldest first, refreshed every 2 seconds (and at once after
 // an action), with the full arguments, the agent, the policy and version, and a countdown to
 // expiry. Approve / Deny take an optional note.
-import { api, can, currentSession } from '../api.js'
+import { api, currentSession } from '../api.js'
 import { announce, badge, errorBox, h, pretty, put, unavailable, uid, when } from '../dom.js'
 
 const REFRESH_MS = 2000
@@ -119,7 +119,7 @@ function agentOf(approval) {
 function mayApprove(approval) {
   const session = currentSession()
   const roles = approval.approver_roles ?? approval.approval?.approver_roles ?? DEFAULT_APPROVER_ROLES
-  return session !== null && roles.includes(session.role) && can('viewer')
+  return session !== null && roles.includes(session.role)
 }
 
 function remaining(expiresAt) {
