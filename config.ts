@@ -116,6 +116,13 @@ const EnvSchema = v.object({
   LIFECYCLE: v.optional(v.string()),
   LIFECYCLE_FILE: v.optional(v.string()),
   CONTACT_EMAIL: v.optional(v.string(), 'security@example.com'),
+  LEADS_ORGANIZATION_ID: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, (issue) => `LEADS_ORGANIZATION_ID must be an organization id (a UUID), got "${String(issue.input).slice(0, 64)}"`),
+      v.toLowerCase(),
+    ),
+  ),
 })
 
 type Settings = v.InferOutput<typeof EnvSchema>
@@ -179,6 +186,11 @@ function toConfig(env: Settings) {
     logLevel: env.LOG_LEVEL,
     lifecycle: readLifecycle(env, appUrl),
     contactEmail: env.CONTACT_EMAIL,
+    /**
+     * The organization whose Owners and Admins may read the leads through the product API
+     * (LEADS_ORGANIZATION_ID, lower-cased); null: the organization created first.
+     */
+    leadsOrganizationId: env.LEADS_ORGANIZATION_ID ?? null,
   }
 }
 

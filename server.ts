@@ -10,6 +10,7 @@ import { isEntryPoint } from './cli/command.ts'
 import type { Config } from './config.ts'
 import { createFetch, type FetchHandler } from './http/pipeline.ts'
 import type { Deps, Surface } from './routes/deps.ts'
+import { createConsoleSurface } from './routes/console.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
@@ -61,7 +62,8 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
   const product = createProductSurface(config, deps)
   // Discovery describes the other surfaces: its documents are built once from their routes.
   const discovery = createDiscoverySurface(config, [leads, product])
-  const all: Surface[] = [discovery, product, leads]
+  // The console is not an API: it serves files, and the discovery documents leave it out.
+  const all: Surface[] = [discovery, product, leads, createConsoleSurface(config)]
   const combined = createFetch(all, { config, deps, fallback: leads })
   let started = false
   return {

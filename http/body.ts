@@ -163,7 +163,7 @@ function checkJsonValue(root: unknown): void {
  * What PostgreSQL text cannot hold: NUL (refused, SQLSTATE 22021) and lone UTF-16 surrogates
  * (not Unicode; stored silently as U+FFFD, so the value read back differs from the one sent).
  */
-function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
+export function unsafeTextProblem(text: string): 'nul' | 'surrogate' | null {
   if (text.includes('\u0000')) return 'nul'
   if (LONE_SURROGATE.test(text)) return 'surrogate'
   return null

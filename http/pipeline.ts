@@ -123,6 +123,7 @@ export interface FetchOptions<C extends PipelineConfig, D extends PipelineDeps> 
   readonly fallback: Surface<C, D>
 }
 
+const ANY_METHOD = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
 const GENERIC_500 = 'Internal server error'
 const UNAVAILABLE = 'Service temporarily unavailable; try again shortly'
 
@@ -202,6 +203,10 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     if (!segment.startsWith(':') && !surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
   }
   router.all('*', (request: IRequest, ctx: RequestContext<C, D>) => {
+    // A CORS preflight is answered whatever the path, so that a cross-origin client (the console
+    // on another origin) reads the 404 below instead of a failed preflight it cannot tell apart
+    // from a network error.
+    if (request.method === 'OPTIONS' && request.headers.get('access-control-request-method') !== null) return preflight(config, request, ANY_METHOD)
     const path = pathOf(request.url)
     const surface = surfaceBySegment.get(firstSegment(path)) ?? fallback
     const reply = errorReply(surface, new HttpError(404, `No resource at ${path}`), ctx)
@@ -292,7 +297,7 @@ function firstSegment(path: string): string {
  * The pathname of a request URL without parsing it again (the router already did): request.url is
  * an absolute, already-normalized URL, so the path runs from the first "/" after "//" to "?"/"#".
  */
-function pathOf(url: string): string {
+export function pathOf(url: string): string {
   const start = url.indexOf('/', url.indexOf('//') + 2)
   if (start < 0) return '/'
   let end = url.length

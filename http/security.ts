@@ -10,6 +10,7 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 
 // No answer of ours may be framed (clickjacking). Nothing we serve is HTML, so nothing in an
 // answer may load or run either: JSON, llms.txt and the SVG logo get `default-src 'none'` too.
+// The console's HTML pages set their own stricter-than-nothing policy (routes/console.ts).
 const CSP_FRAME = "frame-ancestors 'none'"
 const CSP_NONE = "default-src 'none'; frame-ancestors 'none'"
 
@@ -20,7 +21,10 @@ const CSP_NONE = "default-src 'none'; frame-ancestors 'none'"
 export function setSecurityHeaders(reply: Reply): void {
   setHeaders(reply, SECURITY_HEADERS)
   const type = reply.headers['content-type'] ?? ''
-  reply.headers['content-security-policy'] = /^\s*text\/html\b/i.test(type) ? CSP_FRAME : CSP_NONE
+  const html = /^\s*text\/html\b/i.test(type)
+  // A page that brings its own policy (the console's, which forbids framing too) keeps it.
+  if (html && reply.headers['content-security-policy']?.includes("frame-ancestors 'none'")) return
+  reply.headers['content-security-policy'] = html ? CSP_FRAME : CSP_NONE
 }
 
 /** Security, request-id, CORS and HSTS headers: the last step of every answer. */

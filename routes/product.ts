@@ -15,6 +15,7 @@ import { healthRoutes } from './health.ts'
 import { REASON } from '../http/errors.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
+import { leadListRoutes } from './lead-lists.ts'
 import { memberRoutes } from './members.ts'
 import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
@@ -51,6 +52,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...invitationRoutes(config, guard, passwords),
       ...agentRoutes(guard, credentials, sets),
       ...decisionRoutes(guard, { sets, writer }),
+      ...leadListRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>

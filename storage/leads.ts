@@ -124,3 +124,70 @@ async function newsletterPage(db: Kysely<Database>, after: number, pageSize: num
     received_at: new Date(row.received_at).toISOString(),
   }))
 }
+
+export interface LeadPage {
+  /** Newest first (by id, which grows with arrival). */
+  leads: ExportedLead[]
+  /** The id to continue below, or null on the last page. */
+  nextBefore: number | null
+}
+
+/** `%`, `_` and `\` match literally inside a LIKE pattern once escaped. */
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+}
+
+/**
+ * One page of a list, newest first, optionally only the leads whose email, names, company or
+ * source contain `q` (case-insensitive). Keyset pagination on id: stable while leads arrive.
+ */
+export async function listLeadPage(
+  db: Kysely<Database>,
+  list: LeadList,
+  options: { q: string | null; before: number | null; limit: number },
+): Promise<LeadPage> {
+  const pattern = options.q === null ? null : likePattern(options.q)
+  const rows =
+    list === 'demo'
+      ? await db
+          .selectFrom('demo_requests')
+          .selectAll()
+          .$if(options.before !== null, (qb) => qb.where('id', '<', options.before!))
+          .$if(pattern !== null, (qb) =>
+            qb.where((eb) =>
+              eb.or(['email', 'first_name', 'last_name', 'company', 'source'].map((column) => eb(sql.ref(column), 'ilike', pattern!))),
+            ),
+          )
+          .orderBy('id', 'desc')
+          .limit(options.limit + 1)
+          .execute()
+      : await db
+          .selectFrom('newsletter_subscriptions')
+          .selectAll()
+          .$if(options.before !== null, (qb) => qb.where('id', '<', options.before!))
+          .$if(pattern !== null, (qb) =>
+            qb.where((eb) => eb.or(['email', 'source'].map((column) => eb(sql.ref(column), 'ilike', pattern!)))),
+          )
+          .orderBy('id', 'desc')
+          .limit(options.limit + 1)
+          .execute()
+  const page = rows.slice(0, options.limit).map((row) => leadOf(list, row as Record<string, unknown>))
+  return { leads: page, nextBefore: rows.length > options.limit ? page[page.length - 1]!.id : null }
+}
+
+function leadOf(list: LeadList, r: Record<string, unknown>): ExportedLead {
+  return {
+    list,
+    id: Number(r.id),
+    email: r.email as string,
+    first_name: (r.first_name as string | undefined) ?? null,
+    last_name: (r.last_name as string | undefined) ?? null,
+    company: (r.company as string | undefined) ?? null,
+    linkedin: (r.linkedin as string | undefined) ?? null,
+    phone: (r.phone as string | undefined) ?? null,
+    source: (r.source as string | null) ?? null,
+    analytics_distinct_id: (r.analytics_distinct_id as string | null) ?? null,
+    via: (r.via as string | undefined) ?? null,
+    received_at: new Date(r.received_at as Date).toISOString(),
+  }
+}

@@ -18,3 +18,9 @@ export async function findOrganization(db: Kysely<Database>, id: string): Promis
   const row = await db.selectFrom('organizations').select(['id', 'name', 'created_at']).where('id', '=', id).executeTakeFirst()
   return row ?? null
 }
+
+/** The organization created first (ties broken by id): whose Admins read the leads by default. */
+export async function findOldestOrganizationId(db: Kysely<Database>): Promise<string | null> {
+  const row = await db.selectFrom('organizations').select('id').orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
+  return row?.id ?? null
+}

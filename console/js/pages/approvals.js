@@ -1,0 +1,194 @@
+// Approvals: what waits for a human, oldest first, refreshed every 2 seconds (and at once after
+// an action), with the full arguments, the agent, the policy and version, and a countdown to
+// expiry. Approve / Deny take an optional note.
+import { api, currentSession } from '../api.js'
+import { announce, badge, errorBox, h, pretty, put, unavailable, uid, when } from '../dom.js'
+
+const REFRESH_MS = 2000
+const DEFAULT_APPROVER_ROLES = ['owner', 'admin', 'manager']
+
+export function render(main) {
+  const status = h('p', { class: 'muted', role: 'status', text: 'Loading pending approvals…' })
+  const list = h('ul', { class: 'cards', 'aria-label': 'Pending approvals' })
+  const message = h('div', {})
+  put(main, h('h1', { text: 'Approvals' }), h('p', { class: 'muted', text: 'Actions agents asked for that a policy sends to a human. The list refreshes every 2 seconds.' }), message, status, list)
+
+  let stopped = false
+  let timer = null
+  let tick = null
+  let count = null
+  const cards = new Map()
+
+  async function load() {
+    if (stopped) return
+    try {
+      const data = await api('GET', '/approvals?status=pending')
+      if (stopped) return
+      update(data.approvals ?? [])
+      put(message)
+      schedule()
+    } catch (error) {
+      if (stopped) return
+      if (error.status === 404) {
+        put(status)
+        put(list)
+        put(message, unavailable('Approvals'))
+        return
+      }
+      put(message, errorBox(error))
+      // Unreachable (or, across origins, perhaps absent): try again, less often.
+      schedule(error.status === 0 ? 10 * REFRESH_MS : REFRESH_MS)
+    }
+  }
+
+  function schedule(ms = REFRESH_MS) {
+    clearTimeout(timer)
+    if (!stopped) timer = setTimeout(load, ms)
+  }
+
+  function update(approvals) {
+    const seen = new Set()
+    approvals = approvals.map(normalize)
+    for (const approval of approvals) {
+      const id = approval.approval_id
+      seen.add(id)
+      if (!cards.has(id)) {
+        const card = approvalCard(approval, afterAction)
+        cards.set(id, card)
+        list.append(card.el)
+      } else cards.get(id).refresh(approval)
+    }
+    for (const [id, card] of cards) {
+      if (!seen.has(id)) {
+        card.el.remove()
+        cards.delete(id)
+      }
+    }
+    // Keep the order the server gives (oldest first).
+    for (const approval of approvals) list.append(cards.get(approval.approval_id).el)
+    const text = approvals.length === 0 ? 'Nothing waits for approval.' : `${approvals.length} pending approval${approvals.length === 1 ? '' : 's'}.`
+    status.textContent = text
+    if (count !== null && count !== approvals.length) announce(text)
+    count = approvals.length
+  }
+
+  function afterAction(text) {
+    announce(text)
+    // The card acted on goes away: keep the keyboard on the page.
+    status.tabIndex = -1
+    status.focus()
+    void load()
+  }
+
+  tick = setInterval(() => {
+    for (const card of cards.values()) card.countdown()
+  }, 1000)
+  void load()
+  return () => {
+    stopped = true
+    clearTimeout(timer)
+    clearInterval(tick)
+  }
+}
+
+/** The approval with what it asks for at the top (a server may nest it under request or decision). */
+function normalize(approval) {
+  const asked = approval.request ?? approval.decision_request ?? {}
+  return {
+    ...approval,
+    action: approval.action ?? asked.action,
+    resource: approval.resource ?? asked.resource,
+    args: approval.args ?? asked.args,
+    context: approval.context ?? asked.context,
+    agent: approval.agent ?? asked.agent,
+  }
+}
+
+function policyOf(approval) {
+  const policy = approval.policy ?? approval.reasons?.find((r) => r.policy_id) ?? null
+  if (!policy && approval.policy_id) return { name: approval.policy_name ?? approval.policy_id, version: approval.policy_version ?? approval.version }
+  return policy
+}
+
+function agentOf(approval) {
+  const agent = approval.agent
+  if (agent && typeof agent === 'object') return agent.handle ?? agent.agent_id
+  return agent ?? approval.agent_handle ?? '—'
+}
+
+function mayApprove(approval) {
+  const session = currentSession()
+  const roles = approval.approver_roles ?? approval.approval?.approver_roles ?? DEFAULT_APPROVER_ROLES
+  return session !== null && roles.includes(session.role)
+}
+
+function remaining(expiresAt) {
+  const ms = Date.parse(expiresAt) - Date.now()
+  if (!Number.isFinite(ms)) return '—'
+  if (ms <= 0) return 'expired'
+  const s = Math.floor(ms / 1000)
+  const parts = s >= 3600 ? [Math.floor(s / 3600), 'h ', Math.floor((s % 3600) / 60), 'm'] : [Math.floor(s / 60), 'm ', String(s % 60).padStart(2, '0'), 's']
+  return parts.join('')
+}
+
+function approvalCard(approval, afterAction) {
+  const titleId = uid('approval')
+  const countdown = h('span', { class: 'countdown' })
+  const note = h('input', { type: 'text', maxlength: 1000 })
+  const noteId = uid('note')
+  note.id = noteId
+  const message = h('div', {})
+  const policy = policyOf(approval)
+  const el = h('li', { class: 'card', 'aria-labelledby': titleId })
+  const act = async (verb, button) => {
+    for (const b of el.querySelectorAll('button')) b.disabled = true
+    try {
+      const body = note.value.trim() ? { note: note.value.trim() } : {}
+      await api('POST', `/approvals/${encodeURIComponent(approval.approval_id)}/${verb}`, body)
+      afterAction(`${verb === 'approve' ? 'Approved' : 'Denied'}: ${approval.action}`)
+    } catch (error) {
+      put(message, errorBox(error))
+      for (const b of el.querySelectorAll('button')) b.disabled = false
+      button.focus()
+    }
+  }
+  const approve = h('button', { type: 'button', class: 'primary', text: 'Approve' })
+  const deny = h('button', { type: 'button', class: 'danger', text: 'Deny' })
+  approve.addEventListener('click', () => act('approve', approve))
+  deny.addEventListener('click', () => act('deny', deny))
+  const progress = h('dd', {})
+  put(
+    el,
+    h('h2', { id: titleId }, h('code', { text: approval.action ?? '—' }), ' by ', h('code', { text: agentOf(approval) })),
+    h(
+      'dl',
+      {},
+      h('dt', { text: 'Status' }), h('dd', {}, badge(approval.status ?? 'pending')),
+      h('dt', { text: 'Resource' }), h('dd', {}, h('code', { text: approval.resource || '—' })),
+      h('dt', { text: 'Policy' }), h('dd', { text: policy ? `${policy.name ?? policy.policy_id}${policy.version ? ` (version ${policy.version})` : ''}` : '—' }),
+      h('dt', { text: 'On behalf of' }), h('dd', { text: approval.context?.on_behalf_of ?? '—' }),
+      h('dt', { text: 'Requested' }), h('dd', { text: when(approval.created_at ?? approval.requested_at) }),
+      h('dt', { text: 'Expires in' }), h('dd', {}, countdown, h('span', { class: 'muted', text: ` (${when(approval.expires_at)})` })),
+      h('dt', { text: 'Approvals' }), progress,
+    ),
+    h('h3', { class: 'hint', text: 'Arguments' }),
+    pretty(approval.args ?? {}),
+    mayApprove(approval)
+      ? h('div', {}, h('label', { for: noteId, text: 'Note (optional)' }), note, h('div', { class: 'actions' }, approve, deny))
+      : h('p', { class: 'muted', text: 'Your role cannot decide this approval.' }),
+    message,
+  )
+  const card = {
+    el,
+    refresh(next) {
+      approval = next
+      progress.textContent = next.approvals_required ? `${(next.approved_by ?? next.approvers ?? []).length} of ${next.approvals_required}` : '—'
+      card.countdown()
+    },
+    countdown() {
+      countdown.textContent = remaining(approval.expires_at)
+    },
+  }
+  card.refresh(approval)
+  return card
+}
