@@ -19,11 +19,6 @@ async function revision(): Promise<number> {
   return (await jsonOf(await app.call('GET', '/organization', { token: vars.VIEWER_KEY_A }))).ruleset_revision
 }
 
-function withoutRevision(body: any): any {
-  const { ruleset_revision: _revision, ...rest } = body
-  return rest
-}
-
 t.test('happy path', async (t) => {
   t.test('create, change and archive each record a version; versions list newest first and page', async (t) => {
     const created = await create({ name: 'Refunds', effect: 'deny', actions: ['payments.refund'], condition: 'args.amount > 100' })
