@@ -17,6 +17,8 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+// One folder below the root, like every source file: paths the sources compute from
+// import.meta.url (`../console/`, `..` for the template cache) resolve the same in the bundle.
 const BUILD_DIR = join(ROOT, '.build')
 const BUNDLE = join(BUILD_DIR, 'server.mjs')
 const META = join(BUILD_DIR, 'server.meta.json')

@@ -1,10 +1,12 @@
 // `npm start` runs cli/launch.mjs, which loads the server from one esbuild bundle (.build/) that
 // it rebuilds whenever an input changed, and falls back to the TypeScript sources through tsx.
-import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, statSync, utimesSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { freePort } from '../bench/lib.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const META = join(ROOT, '.build', 'server.meta.json')
@@ -46,4 +48,32 @@ t.test('a changed input makes the next launch rebuild; an unchanged one does not
   t.equal(launch(['--help']).status, 0)
   t.equal(bundleIsFresh(), true, 'rebuilt on launch')
   t.ok(statSync(BUNDLE).mtimeMs > before)
+})
+
+t.test('the bundled server serves files it finds relative to its sources (the console) and health', async (t) => {
+  const port = await freePort()
+  const dataDir = mkdtempSync(join(tmpdir(), 'steward-launch-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const child = spawn(process.execPath, ['cli/launch.mjs', 'start'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: '', DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr!.on('data', (chunk) => (stderr += chunk))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  t.teardown(() => child.kill('SIGKILL'))
+  let health: Response | null = null
+  for (let i = 0; i < 600 && !health; i++) {
+    health = await fetch(`http://127.0.0.1:${port}/health`).catch(() => null)
+    if (!health) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  t.equal(health?.status, 200, stderr)
+  const page = await fetch(`http://127.0.0.1:${port}/console/`)
+  t.equal(page.status, 200)
+  t.match(page.headers.get('content-type'), /^text\/html/)
+  t.match(await page.text(), /<html/)
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'SIGTERM exits 0')
+  t.equal(stderr, '', 'the bundle ran (no fallback notice, no error)')
 })
