@@ -181,6 +181,8 @@ t.test('errors', async (t) => {
     ['policies not a list', { policies: {} }, 'Field policies must be an array of draft policies'],
     ['a draft condition that does not compile', { policies: [emailDraft, { ...emailDraft, condition: 'args.x ==' }] }, 'Field condition does not compile (line 1, column 10): Unexpected token: EOF (at policies.1.condition)'],
     ['a draft without actions', { policies: [{ name: 'x', effect: 'deny' }] }, 'Field actions is required (at policies.0.actions)'],
+    ['a draft with a read-only field', { policies: [{ ...emailDraft, version: 3 }] }, 'Field version is read-only (at policies.0.version)'],
+    ['a draft that is a list', { policies: [[]] }, 'A draft must be a JSON object (at policies.0)'],
     ['a draft with an unknown field', { policies: [{ ...emailDraft, priority: 1 }] }, 'Unknown field: priority (at policies.0.priority)'],
     ['a draft with the retired conditions', { policies: [emailDraft, { ...emailDraft, conditions: {} }] }, 'Field conditions was replaced by condition: a CEL expression (string) or null (at policies.1.conditions)'],
     ['a draft approval on an allow policy', { policies: [{ ...emailDraft, approval: { approvers_required: 2 } }] }, 'Draft 0: Field approval is only for require_approval policies'],
