@@ -103,24 +103,27 @@ const APPROVAL_NOT_AN_OBJECT = 'Field approval must be a JSON object or null'
 
 /** The approval block of a require_approval policy; fields left out take their defaults. */
 export const ApprovalSchema = v.pipe(
-  jsonObject(v.strictObject(
-    {
-      approvers_required: v.optional(wholeNumber('approvers_required', 1, 5, 'Distinct people who must approve (default 1).')),
-      approver_roles: v.optional(
-        v.pipe(
-          v.array(v.picklist(ROLES, 'Field approval.approver_roles must hold roles: owner, admin, manager, member, viewer'), 'Field approval.approver_roles must be an array of roles'),
-          v.minLength(1, 'Field approval.approver_roles must name at least one role'),
-          v.check((roles) => new Set(roles).size === roles.length, 'Field approval.approver_roles names a role twice'),
-          v.description('Roles whose members may approve (default ["owner","admin","manager"]).'),
+  jsonObject(
+    v.strictObject(
+      {
+        approvers_required: v.optional(wholeNumber('approvers_required', 1, 5, 'Distinct people who must approve (default 1).')),
+        approver_roles: v.optional(
+          v.pipe(
+            v.array(v.picklist(ROLES, 'Field approval.approver_roles must hold roles: owner, admin, manager, member, viewer'), 'Field approval.approver_roles must be an array of roles'),
+            v.minLength(1, 'Field approval.approver_roles must name at least one role'),
+            v.check((roles) => new Set(roles).size === roles.length, 'Field approval.approver_roles names a role twice'),
+            v.description('Roles whose members may approve (default ["owner","admin","manager"]).'),
+          ),
         ),
-      ),
-      timeout_seconds: v.optional(wholeNumber('timeout_seconds', 30, 604_800, 'Seconds approvers have to decide before the request expires as denied (default 900).')),
-      use_within_seconds: v.optional(
-        wholeNumber('use_within_seconds', 1, MAX_USE_WITHIN_SECONDS, 'Seconds the agent has to use a granted approval, from when it was granted (default 300).'),
-      ),
-    },
-    unknownField([], { notAnObject: APPROVAL_NOT_AN_OBJECT }),
-  ), APPROVAL_NOT_AN_OBJECT),
+        timeout_seconds: v.optional(wholeNumber('timeout_seconds', 30, 604_800, 'Seconds approvers have to decide before the request expires as denied (default 900).')),
+        use_within_seconds: v.optional(
+          wholeNumber('use_within_seconds', 1, MAX_USE_WITHIN_SECONDS, 'Seconds the agent has to use a granted approval, from when it was granted (default 300).'),
+        ),
+      },
+      unknownField([], { notAnObject: APPROVAL_NOT_AN_OBJECT }),
+    ),
+    APPROVAL_NOT_AN_OBJECT,
+  ),
   v.description('Only for require_approval policies: who approves and how long approvals last. Fields left out take their defaults.'),
 )
 
@@ -307,7 +310,7 @@ export const OrganizationQuerySchema = v.object({
   organization_id: v.optional(v.pipe(v.string(), v.description('The organization; may instead be given in the body (both given must agree).'))),
 })
 
-/** A retired field wins over any other problem, as it did when it was checked first. */
+/** A retired field wins over other problems (strict objects name only the first unknown field sent). */
 const createBody = bodyDoc(PolicyCreateSchema, ['application/json'], true, { precedence: [CONDITIONS_REPLACED] })
 const updateBody = bodyDoc(PolicyUpdateSchema, ['application/json', 'application/merge-patch+json'], true, { precedence: [CONDITIONS_REPLACED] })
 const rollbackBody = bodyDoc(RollbackSchema, ['application/json'], true)
