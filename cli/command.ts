@@ -60,7 +60,7 @@ export interface ProductOperations {
    * POST /policies/replay for one organization: `body` is that route's body. Null when the
    * organization does not exist; a refused body or draft throws an HttpError with the message.
    */
-  replayPolicies(db: Kysely<Database>, organizationId: string, body: unknown): Promise<unknown | null>
+  replayPolicies(db: Kysely<Database>, organizationId: string, body: Record<string, unknown>): Promise<unknown | null>
 }
 
 /** Runs one command line (cli/main.ts `runCli`), handed to the command channel by `start`. */

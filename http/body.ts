@@ -291,19 +291,30 @@ function issueMessage(issue: v.BaseIssue<unknown>): string {
   return path && !message.includes(path) ? `${message} (at ${path})` : message
 }
 
+/** What `unknownField` may also say: a nested object's type message, a retired field's own message. */
+export interface UnknownFieldOptions {
+  /** The message when the value is not an object at all (a nested object such as approval). */
+  readonly notAnObject?: string
+  /** Fields that once existed, each with the message that says what replaced it. */
+  readonly retired?: Readonly<Record<string, string>>
+}
+
 /**
  * The message of a strict object's unknown key: fields the server owns are "read-only", any other
  * is unknown. `readOnly` names response fields, not the schema's keys.
  */
-export function unknownField(readOnly: readonly string[] = []): (issue: v.BaseIssue<unknown>) => string {
+export function unknownField(readOnly: readonly string[] = [], options: UnknownFieldOptions = {}): (issue: v.BaseIssue<unknown>) => string {
   // Called for a missing field too (the object's own message): parseWith words that one itself.
   return (issue) => {
+    if (issue.expected === 'Object' && options.notAnObject !== undefined) return options.notAnObject
     const key = String(issue.path?.[issue.path.length - 1]?.key ?? '')
+    const retired = issue.expected === 'never' ? options.retired?.[key] : undefined
+    if (retired !== undefined) return retired
     return readOnly.includes(key) ? `Field ${key} is read-only` : `Unknown field: ${key}`
   }
 }
 
-/** A JSON object body (application/json or a +json type): `readBody` for the common case. */
+/** A JSON object body (application/json or a +json type). Kept for routes/decisions.ts, its last user; routes read with `readInput`. */
 export async function readJsonBody(request: Request, ctx: RequestContext<PipelineConfig>, options: { optional?: boolean } = {}): Promise<Record<string, unknown>> {
   return (await readBody(request, ctx, { accept: ['json'], ...options })).params
 }

@@ -100,9 +100,9 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
 }
 
 /**
- * Refuses fields the server owns and any field the schema does not know (OWASP API3). Kept for
- * routes not yet on strict object schemas (policies.ts); a new route uses v.strictObject with
- * http/body.ts `unknownField` instead.
+ * Refuses fields the server owns and any field the schema does not know (OWASP API3). Kept only
+ * for routes/decisions.ts, its last user, until it reads its bodies through a strict schema; a
+ * route uses v.strictObject with http/body.ts `unknownField` instead.
  */
 export function refuseFields(body: Record<string, unknown>, allowed: readonly string[], readOnly: readonly string[]): void {
   for (const key of Object.keys(body)) {

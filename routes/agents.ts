@@ -9,15 +9,15 @@ import type { Cap } from '../storage/caps.ts'
 import { createApiKey } from '../storage/keys.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { readDecisionContext } from '../storage/decisions.ts'
-import { protectedErrors, refuseFields, withinCap, type Guard } from './access.ts'
+import { protectedErrors, withinCap, type Guard } from './access.ts'
 import { created, noContent, json, type Reply } from '../http/reply.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
 import { HANDLE, HANDLE_MESSAGE } from '../domain/agents.ts'
 import type { Credentials, Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue, Timestamp } from './input.ts'
+import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, jsonObject, PageSize, parseValue, Timestamp } from './input.ts'
 import { keyToJson, NewApiKeySchema } from './keys.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
@@ -37,24 +37,25 @@ const text = (field: string, max: number) =>
     v.check((value) => NO_CONTROL.test(value), `Field ${field} holds a control character`),
   )
 
+const LABELS_NOT_AN_OBJECT = 'Field labels must be a JSON object of strings'
+
 const LabelsSchema = v.pipe(
-  v.record(v.string(), v.unknown(), 'Field labels must be a JSON object of strings'),
+  jsonObject(v.record(v.string(), v.unknown(), LABELS_NOT_AN_OBJECT), LABELS_NOT_AN_OBJECT),
   v.check((value) => Object.keys(value).length <= MAX_LABELS, `Field labels holds more than ${MAX_LABELS} entries`),
   v.check((value) => Object.entries(value).every(([key, item]) => key.length >= 1 && key.length <= 64 && typeof item === 'string' && item.length <= 256), 'Field labels must map keys of 1 to 64 characters to strings of at most 256 characters'),
   v.description(`string → string, at most ${MAX_LABELS} entries; conditions see them as agent.labels.`),
 )
 
-/** valibot's record accepts (and copies) an array: labels must be a JSON object. */
-function refuseArrayLabels(body: Record<string, unknown>): void {
-  if (Array.isArray(body.labels)) throw new HttpError(400, 'Field labels must be a JSON object of strings')
-}
-
 const StatusSchema = v.pipe(v.picklist(['active', 'suspended', 'discovered'], 'Field status must be active, suspended or discovered'), v.description('suspended: every decision is deny (agent_suspended); discovered: created by a decision naming a new handle, decided per the unknown_agents setting.'))
 
 const OwnerSchema = v.pipe(v.nullable(v.pipe(v.string('Field owner_user_id must be a UUID or null'), v.uuid('Field owner_user_id must be a UUID or null'), v.transform((id) => id.toLowerCase()))), v.description('The accountable person (a member of the organization), or null.'))
 
+const WRITABLE = ['handle', 'display_name', 'description', 'owner_user_id', 'labels', 'status'] as const
+const READ_ONLY = ['agent_id', 'organization_id', 'created_at', 'updated_at', 'last_seen_at']
+
+/** Strict: a field the server owns is "read-only", any other unknown field is refused. */
 export const AgentCreateSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       handle: HandleSchema('handle'),
       display_name: v.optional(text('display_name', 200), ''),
@@ -63,13 +64,13 @@ export const AgentCreateSchema = v.pipe(
       labels: v.optional(LabelsSchema, {}),
       status: v.optional(StatusSchema, 'active'),
     },
-    'Request body must be a JSON object',
+    unknownField(READ_ONLY),
   ),
   v.title('AgentCreate'),
 )
 
 export const AgentUpdateSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       handle: v.optional(HandleSchema('handle')),
       display_name: v.optional(text('display_name', 200)),
@@ -78,13 +79,10 @@ export const AgentUpdateSchema = v.pipe(
       labels: v.optional(LabelsSchema),
       status: v.optional(StatusSchema),
     },
-    'Request body must be a JSON object',
+    unknownField(READ_ONLY),
   ),
   v.title('AgentUpdate'),
 )
-
-const WRITABLE = ['handle', 'display_name', 'description', 'owner_user_id', 'labels', 'status'] as const
-const READ_ONLY = ['agent_id', 'organization_id', 'created_at', 'updated_at', 'last_seen_at'] as const
 
 export const AgentSchema = v.pipe(
   v.object({
@@ -117,15 +115,19 @@ export const AgentListQuerySchema = v.object({
 })
 
 export const AgentKeyCreateSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       name: v.optional(v.pipe(text('name', 100), v.trim(), v.nonEmpty('Field name must not be empty')), 'Agent key'),
       expires_at: v.optional(Timestamp('expires_at', 'When the key stops working; omitted: never.')),
     },
-    'Request body must be a JSON object',
+    unknownField(['key_id', 'organization_id', 'role', 'prefix', 'created_by', 'created_at', 'api_key', 'agent_id']),
   ),
   v.title('AgentKeyCreate'),
 )
+
+const createBody = bodyDoc(AgentCreateSchema, ['application/json'], true)
+const updateBody = bodyDoc(AgentUpdateSchema, ['application/json', 'application/merge-patch+json'], true)
+const createKeyBody = bodyDoc(AgentKeyCreateSchema, ['application/json'], false)
 
 const CapabilityPolicySchema = v.object({
   policy_id: v.string(),
@@ -211,10 +213,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
   }
 
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, WRITABLE, READ_ONLY)
-    refuseArrayLabels(body)
-    const input = parseWith(AgentCreateSchema, body)
+    const input = await readInput(request, ctx, createBody)
     const fields: AgentFields = { ...input, labels: input.labels as Record<string, string> }
     const agent = await mapped(() => createAgent(ctx.deps.db, principal.organizationId, fields, new Date(ctx.now), agentCap(ctx)))
     return created(agentToJson(agent), `${ctx.config.productApiUrl}/agents/${agent.agent_id}`)
@@ -229,13 +228,10 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
 
   async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = agentIdOf(request)
-    const body = await readJsonBody(request, ctx)
-    refuseFields(body, WRITABLE, [...READ_ONLY])
-    refuseArrayLabels(body)
-    const changes = parseWith(AgentUpdateSchema, body)
-    if (Object.keys(body).length === 0) throw new HttpError(400, 'Request body names no field to change')
+    const changes = await readInput(request, ctx, updateBody)
+    if (Object.keys(changes).length === 0) throw new HttpError(400, 'Request body names no field to change')
     const patch: Partial<AgentFields> = {}
-    for (const key of WRITABLE) if (key in body) (patch as Record<string, unknown>)[key] = changes[key]
+    for (const key of WRITABLE) if (key in changes) (patch as Record<string, unknown>)[key] = changes[key]
     const agent = id ? await mapped(() => updateAgent(ctx.deps.db, principal.organizationId, id, patch, new Date(ctx.now))) : null
     if (!agent) throw new HttpError(404, AGENT_NOT_FOUND)
     return json(200, agentToJson(agent))
@@ -256,9 +252,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
     const id = agentIdOf(request)
     const agent = id ? await findAgent(ctx.deps.db, principal.organizationId, id) : null
     if (!agent) throw new HttpError(404, AGENT_NOT_FOUND)
-    const body = await readJsonBody(request, ctx, { optional: true })
-    refuseFields(body, ['name', 'expires_at'], ['key_id', 'organization_id', 'role', 'prefix', 'created_by', 'created_at', 'api_key', 'agent_id'])
-    const input = parseWith(AgentKeyCreateSchema, body)
+    const input = await readInput(request, ctx, createKeyBody)
     const expiresAt = input.expires_at ?? null
     if (expiresAt && expiresAt.getTime() <= ctx.now) throw new HttpError(400, 'Field expires_at must be in the future')
     const creator = principal.userId ? { createdByUserId: principal.userId, createdByKeyId: null } : { createdByUserId: principal.keyCreatorUserId, createdByKeyId: principal.keyId }
@@ -318,7 +312,7 @@ const createDoc: OperationDoc = {
   description: 'Agents created here start active (unless status says otherwise). The handle is unique in the organization.',
   tags: TAGS,
   scopes: ['agents:write'],
-  body: { schema: AgentCreateSchema, mediaTypes: ['application/json'], required: true },
+  body: createBody,
   responses: {
     201: { description: 'Created.', schema: AgentSchema, headers: { Location: 'URL of the new agent.' } },
     ...protectedErrors({ 409: 'The handle is taken, or the organization has reached its cap of agents (MAX_AGENTS_PER_ORG).', 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }),
@@ -339,7 +333,7 @@ const updateDoc: OperationDoc = {
   description: 'A status change applies from the very next decision, in every process.',
   tags: TAGS,
   scopes: ['agents:write'],
-  body: { schema: AgentUpdateSchema, mediaTypes: ['application/json', 'application/merge-patch+json'], required: true },
+  body: updateBody,
   responses: { 200: { description: 'The changed agent.', schema: AgentSchema }, ...protectedErrors({ ...NOT_FOUND, 409: 'The handle is taken.' }) },
 }
 
@@ -359,7 +353,7 @@ const createKeyDoc: OperationDoc = {
     'The key may only ask decisions for this agent (POST /decisions), read its own decisions and its own capabilities (GET /agents/me/capabilities); every other route answers 403. The secret is in the response this once.',
   tags: TAGS,
   scopes: ['keys:manage'],
-  body: { schema: AgentKeyCreateSchema, mediaTypes: ['application/json'], required: false },
+  body: createKeyBody,
   responses: {
     201: { description: 'Created; api_key holds the secret.', schema: NewApiKeySchema, headers: { Location: 'URL of the new key.' } },
     ...protectedErrors({ ...NOT_FOUND, 409: 'The organization has reached its cap of active keys (MAX_KEYS_PER_ORG).' }),

@@ -162,3 +162,33 @@ export function decodeCursor<S extends v.GenericSchema>(cursor: string, schema: 
 export function pathId(request: IRequest, name: string): string | null {
   return readUuid(String(request.params[name] ?? ''))
 }
+
+/**
+ * An object or record schema that refuses an array: valibot's object and record schemas take an
+ * array as an object (its indexes as keys, or none at all for []), and a JSON body must say what
+ * it means. The schema is otherwise unchanged, so its JSON Schema (type object) is too.
+ */
+export function jsonObject<S extends v.GenericSchema>(schema: S, message: string): S {
+  return {
+    ...schema,
+    '~run'(dataset: v.UnknownDataset, config: v.Config<v.BaseIssue<unknown>>) {
+      if (!Array.isArray(dataset.value)) return schema['~run'](dataset, config)
+      v._addIssue(this as never, 'type', dataset, config, { message })
+      return dataset
+    },
+  }
+}
+
+/**
+ * Reads a query string with its published schema: the first value of each parameter, the first
+ * problem as the 400 ("<name> is required" for a missing one). Unknown parameters are ignored.
+ */
+export function parseQuery<S extends v.GenericSchema>(schema: S, request: Request): v.InferOutput<S> {
+  const values: Record<string, string> = Object.create(null)
+  for (const [name, value] of new URL(request.url).searchParams) if (!(name in values)) values[name] = value
+  const result = v.safeParse(schema, values)
+  if (result.success) return result.output
+  const issue = result.issues[0]
+  const path = issue.path?.map((item) => String(item.key)).join('.')
+  throw new HttpError(400, path && issue.input === undefined ? `${path} is required` : issue.message)
+}

@@ -21,16 +21,16 @@ import {
   type PolicyVersion,
   type PolicyWrite,
 } from '../storage/policies.ts'
-import { protectedErrors, refuseFields, withinCap, type Guard } from './access.ts'
+import { protectedErrors, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
 import { ROLES } from '../domain/roles.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue } from './input.ts'
+import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, jsonObject, PageSize, parseQuery } from './input.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 export const ORGANIZATION_REQUIRED = 'organization_id is required'
@@ -99,26 +99,30 @@ const wholeNumber = (name: string, min: number, max: number, description: string
   return v.pipe(v.number(message), v.integer(message), v.minValue(min, message), v.maxValue(max, message), v.description(description))
 }
 
+const APPROVAL_NOT_AN_OBJECT = 'Field approval must be a JSON object or null'
+
 /** The approval block of a require_approval policy; fields left out take their defaults. */
 export const ApprovalSchema = v.pipe(
-  v.objectWithRest(
-    {
-      approvers_required: v.optional(wholeNumber('approvers_required', 1, 5, 'Distinct people who must approve (default 1).')),
-      approver_roles: v.optional(
-        v.pipe(
-          v.array(v.picklist(ROLES, 'Field approval.approver_roles must hold roles: owner, admin, manager, member, viewer'), 'Field approval.approver_roles must be an array of roles'),
-          v.minLength(1, 'Field approval.approver_roles must name at least one role'),
-          v.check((roles) => new Set(roles).size === roles.length, 'Field approval.approver_roles names a role twice'),
-          v.description('Roles whose members may approve (default ["owner","admin","manager"]).'),
+  jsonObject(
+    v.strictObject(
+      {
+        approvers_required: v.optional(wholeNumber('approvers_required', 1, 5, 'Distinct people who must approve (default 1).')),
+        approver_roles: v.optional(
+          v.pipe(
+            v.array(v.picklist(ROLES, 'Field approval.approver_roles must hold roles: owner, admin, manager, member, viewer'), 'Field approval.approver_roles must be an array of roles'),
+            v.minLength(1, 'Field approval.approver_roles must name at least one role'),
+            v.check((roles) => new Set(roles).size === roles.length, 'Field approval.approver_roles names a role twice'),
+            v.description('Roles whose members may approve (default ["owner","admin","manager"]).'),
+          ),
         ),
-      ),
-      timeout_seconds: v.optional(wholeNumber('timeout_seconds', 30, 604_800, 'Seconds approvers have to decide before the request expires as denied (default 900).')),
-      use_within_seconds: v.optional(
-        wholeNumber('use_within_seconds', 1, MAX_USE_WITHIN_SECONDS, 'Seconds the agent has to use a granted approval, from when it was granted (default 300).'),
-      ),
-    },
-    v.never('Unknown field'),
-    'Field approval must be a JSON object or null',
+        timeout_seconds: v.optional(wholeNumber('timeout_seconds', 30, 604_800, 'Seconds approvers have to decide before the request expires as denied (default 900).')),
+        use_within_seconds: v.optional(
+          wholeNumber('use_within_seconds', 1, MAX_USE_WITHIN_SECONDS, 'Seconds the agent has to use a granted approval, from when it was granted (default 300).'),
+        ),
+      },
+      unknownField([], { notAnObject: APPROVAL_NOT_AN_OBJECT }),
+    ),
+    APPROVAL_NOT_AN_OBJECT,
   ),
   v.description('Only for require_approval policies: who approves and how long approvals last. Fields left out take their defaults.'),
 )
@@ -158,28 +162,37 @@ const createEntries = {
   enabled: v.optional(fields.enabled, true),
 }
 
-/** POST /policies body. */
+const WRITABLE = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
+const READ_ONLY = ['policy_id', 'version', 'archived', 'archived_at', 'created_at', 'updated_at', 'created_by', 'ruleset_revision']
+/** The pre-governance `conditions` object is gone: say what replaced it rather than "Unknown field". */
+const RETIRED = { conditions: CONDITIONS_REPLACED }
+
+/** POST /policies body. Strict: a field the server owns is "read-only", any other unknown field is refused. */
 export const PolicyCreateSchema = v.pipe(
-  v.object({ organization_id: v.optional(OrganizationIdSchema), ...createEntries }, 'Request body must be a JSON object'),
+  v.strictObject({ organization_id: v.optional(OrganizationIdSchema), ...createEntries }, unknownField(READ_ONLY, { retired: RETIRED })),
   v.title('PolicyCreate'),
 )
+
+const DRAFT_NOT_AN_OBJECT = 'A draft must be a JSON object'
 
 /**
  * A draft policy for a replay: a POST /policies body, or, with policy_id, a new version of that
  * stored policy standing in for it.
  */
 export const PolicyDraftSchema = v.pipe(
-  v.objectWithRest(
-    { policy_id: v.optional(v.pipe(v.string('Field policy_id must be a UUID'), v.uuid('Field policy_id must be a UUID'), v.description('A stored policy this draft replaces; omit for a new policy.'))), ...createEntries },
-    v.never('Unknown field'),
-    'A draft must be a JSON object',
+  jsonObject(
+    v.strictObject(
+      { policy_id: v.optional(v.pipe(v.string('Field policy_id must be a UUID'), v.uuid('Field policy_id must be a UUID'), v.description('A stored policy this draft replaces; omit for a new policy.'))), ...createEntries },
+      unknownField(READ_ONLY.filter((field) => field !== 'policy_id'), { notAnObject: DRAFT_NOT_AN_OBJECT, retired: RETIRED }),
+    ),
+    DRAFT_NOT_AN_OBJECT,
   ),
   v.title('PolicyDraft'),
 )
 
-/** PATCH /policies/{policy_id} body: any subset of the writable fields. */
+/** PATCH /policies/{policy_id} body: any subset of the writable fields; organization_id is read-only here. */
 export const PolicyUpdateSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       name: v.optional(fields.name),
       description: v.optional(fields.description),
@@ -192,13 +205,10 @@ export const PolicyUpdateSchema = v.pipe(
       mode: v.optional(fields.mode),
       enabled: v.optional(fields.enabled),
     },
-    'Request body must be a JSON object',
+    unknownField([...READ_ONLY, 'organization_id'], { retired: RETIRED }),
   ),
   v.title('PolicyUpdate'),
 )
-
-const WRITABLE = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
-const READ_ONLY = ['policy_id', 'version', 'archived', 'archived_at', 'created_at', 'updated_at', 'created_by', 'ruleset_revision'] as const
 
 const ApprovalAnswerSchema = v.pipe(
   v.nullable(
@@ -275,10 +285,9 @@ export const PolicyVersionListSchema = v.pipe(
 )
 
 export const RollbackSchema = v.pipe(
-  v.objectWithRest(
+  v.strictObject(
     { version: v.pipe(v.number('Field version must be a whole number from 1'), v.integer('Field version must be a whole number from 1'), v.minValue(1, 'Field version must be a whole number from 1'), v.maxValue(2_147_483_647, 'Field version must be a whole number from 1'), v.description('The version whose content becomes the new version.')) },
-    v.never('Unknown field'),
-    'Request body must be a JSON object',
+    unknownField(),
   ),
   v.title('PolicyRollback'),
 )
@@ -286,7 +295,7 @@ export const RollbackSchema = v.pipe(
 const PAGE_SIZE = PageSize(MAX_PAGE, DEFAULT_PAGE)
 
 export const PolicyListQuerySchema = v.object({
-  organization_id: v.pipe(v.string(), v.description('Required: the organization the credential was issued for.')),
+  organization_id: v.pipe(v.string(ORGANIZATION_REQUIRED), v.check((text) => text.trim() !== '', ORGANIZATION_REQUIRED), v.description('Required: the organization the credential was issued for.')),
   limit: v.optional(PAGE_SIZE),
   cursor: v.optional(v.pipe(v.string(), v.description('next_cursor of the previous page.'))),
   archived: v.optional(v.pipe(v.picklist(['true', 'false'], 'archived must be true or false'), v.description('true lists archived policies instead of those in force (default false).'))),
@@ -300,6 +309,11 @@ const VersionListQuerySchema = v.object({
 export const OrganizationQuerySchema = v.object({
   organization_id: v.optional(v.pipe(v.string(), v.description('The organization; may instead be given in the body (both given must agree).'))),
 })
+
+/** A retired field wins over other problems (strict objects name only the first unknown field sent). */
+const createBody = bodyDoc(PolicyCreateSchema, ['application/json'], true, { precedence: [CONDITIONS_REPLACED] })
+const updateBody = bodyDoc(PolicyUpdateSchema, ['application/json', 'application/merge-patch+json'], true, { precedence: [CONDITIONS_REPLACED] })
+const rollbackBody = bodyDoc(RollbackSchema, ['application/json'], true)
 
 type ApprovalInput = v.InferOutput<typeof ApprovalSchema>
 
@@ -405,17 +419,6 @@ export function actorOf(principal: Principal): string {
   return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
 }
 
-/**
- * Checks valibot cannot make: the pre-governance `conditions` object is gone (say what replaced
- * it rather than "Unknown field"), and an array is not an approval object (valibot's object
- * schemas accept arrays). `where` prefixes the message, for drafts.
- */
-export function refuseLegacyShapes(body: unknown, where = ''): void {
-  if (typeof body !== 'object' || body === null) return
-  if ('conditions' in body) throw new HttpError(400, `${where}${CONDITIONS_REPLACED}`)
-  if (Array.isArray((body as { approval?: unknown }).approval)) throw new HttpError(400, `${where}Field approval must be a JSON object or null`)
-}
-
 function policyIdOf(request: IRequest): string | null {
   const id = String(request.params.policy_id ?? '')
   return UUID.test(id) ? id.toLowerCase() : null
@@ -427,10 +430,10 @@ function versionOf(text: unknown): number | null {
 }
 
 /** The new content of a PATCH: the given fields over the current ones, the approval block following the effect. */
-function mergeChanges(current: Policy, body: Record<string, unknown>, changes: v.InferOutput<typeof PolicyUpdateSchema>): PolicyFields {
+function mergeChanges(current: Policy, changes: v.InferOutput<typeof PolicyUpdateSchema>): PolicyFields {
   const next: PolicyFields = { ...current }
-  for (const key of WRITABLE) if (key in body && key !== 'approval') (next as unknown as Record<string, unknown>)[key] = changes[key]
-  const given = 'approval' in body ? (changes.approval ?? null) : undefined
+  for (const key of WRITABLE) if (key in changes && key !== 'approval') (next as unknown as Record<string, unknown>)[key] = changes[key]
+  const given = 'approval' in changes ? (changes.approval ?? null) : undefined
   if (given !== undefined && given !== null && next.effect !== 'require_approval') throw new HttpError(400, APPROVAL_ONLY_FOR_REQUIRE_APPROVAL)
   next.approval = given !== undefined ? approvalFor(next.effect, given) : next.effect === 'require_approval' ? (current.approval ?? approvalFor(next.effect, null)) : null
   return next
@@ -442,35 +445,25 @@ function policyCap(ctx: RequestContext) {
 
 export function policyRoutes(guard: Guard): Route[] {
   async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const query = new URL(request.url).searchParams
-    const named = query.get('organization_id')
-    if (named === null || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
-    const organizationId = ownOrganization(named, principal)
-    const rawLimit = query.get('limit')
-    const limit = rawLimit === null ? DEFAULT_PAGE : parseValue(PAGE_SIZE, rawLimit)
-    const archived = query.get('archived')
-    if (archived !== null && archived !== 'true' && archived !== 'false') throw new HttpError(400, 'archived must be true or false')
-    const cursor = query.get('cursor')
-    const after = cursor === null || cursor === '' ? null : readCursor(cursor)
-    const rows = await listPolicies(ctx.deps.db, organizationId, { after, limit: limit + 1, archived: archived === 'true' })
+    const query = parseQuery(PolicyListQuerySchema, request)
+    const organizationId = ownOrganization(query.organization_id, principal)
+    const limit = query.limit ?? DEFAULT_PAGE
+    const after = query.cursor === undefined || query.cursor === '' ? null : readCursor(query.cursor)
+    const rows = await listPolicies(ctx.deps.db, organizationId, { after, limit: limit + 1, archived: query.archived === 'true' })
     const page = rows.slice(0, limit)
     return json(200, { policies: page.map(policyToJson), next_cursor: rows.length > limit ? cursorAfter(page[page.length - 1]!) : null })
   }
 
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    refuseLegacyShapes(body)
-    refuseFields(body, ['organization_id', ...WRITABLE], READ_ONLY)
-    const fromQuery = new URL(request.url).searchParams.get('organization_id')
-    const fromBody = body.organization_id
-    if (fromBody !== undefined && typeof fromBody !== 'string') throw new HttpError(400, 'organization_id must be a string')
-    if (fromQuery !== null && fromBody !== undefined && fromQuery.trim().toLowerCase() !== fromBody.trim().toLowerCase()) {
+    const { organization_id: fromBody, ...input } = await readInput(request, ctx, createBody)
+    const { organization_id: fromQuery } = parseQuery(OrganizationQuerySchema, request)
+    if (fromQuery !== undefined && fromBody !== undefined && fromQuery.trim().toLowerCase() !== fromBody.trim().toLowerCase()) {
       throw new HttpError(400, 'organization_id in the query and in the body differ')
     }
     const named = fromQuery ?? fromBody
     if (named === undefined || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
     const organizationId = ownOrganization(named, principal)
-    const policyFields = fieldsFromInput(parseWith(PolicyCreateSchema, body))
+    const policyFields = fieldsFromInput(input)
     const write = await withinCap(() => createPolicy(ctx.deps.db, organizationId, policyFields, actorOf(principal), new Date(ctx.now), policyCap(ctx)))
     return created(writeToJson(write), `${ctx.config.productApiUrl}/policies/${write.policy.policy_id}`)
   }
@@ -484,12 +477,9 @@ export function policyRoutes(guard: Guard): Route[] {
 
   async function update(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
-    const body = await readJsonBody(request, ctx)
-    refuseLegacyShapes(body)
-    refuseFields(body, WRITABLE, [...READ_ONLY, 'organization_id'])
-    const changes = parseWith(PolicyUpdateSchema, body)
-    if (Object.keys(body).length === 0) throw new HttpError(400, 'Request body names no field to change')
-    const outcome = id ? await updatePolicy(ctx.deps.db, principal.organizationId, id, (current) => mergeChanges(current, body, changes), actorOf(principal), new Date(ctx.now)) : 'missing'
+    const changes = await readInput(request, ctx, updateBody)
+    if (Object.keys(changes).length === 0) throw new HttpError(400, 'Request body names no field to change')
+    const outcome = id ? await updatePolicy(ctx.deps.db, principal.organizationId, id, (current) => mergeChanges(current, changes), actorOf(principal), new Date(ctx.now)) : 'missing'
     if (outcome === 'missing') throw new HttpError(404, POLICY_NOT_FOUND)
     if (outcome === 'archived') throw new HttpError(409, POLICY_ARCHIVED)
     return json(200, writeToJson(outcome))
@@ -504,11 +494,9 @@ export function policyRoutes(guard: Guard): Route[] {
 
   async function versions(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
-    const query = new URL(request.url).searchParams
-    const rawLimit = query.get('limit')
-    const limit = rawLimit === null ? DEFAULT_PAGE : parseValue(PAGE_SIZE, rawLimit)
-    const cursor = query.get('cursor')
-    const before = cursor === null || cursor === '' ? null : decodeCursor(cursor, VersionCursorSchema)[0]
+    const query = parseQuery(VersionListQuerySchema, request)
+    const limit = query.limit ?? DEFAULT_PAGE
+    const before = query.cursor === undefined || query.cursor === '' ? null : decodeCursor(query.cursor, VersionCursorSchema)[0]
     const policy = id ? await findPolicy(ctx.deps.db, principal.organizationId, id) : null
     if (!policy) throw new HttpError(404, POLICY_NOT_FOUND)
     const rows = await listPolicyVersions(ctx.deps.db, principal.organizationId, policy.policy_id, { before, limit: limit + 1 })
@@ -529,8 +517,7 @@ export function policyRoutes(guard: Guard): Route[] {
 
   async function rollback(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
-    const body = await readJsonBody(request, ctx)
-    const { version: target } = parseWith(RollbackSchema, body)
+    const { version: target } = await readInput(request, ctx, rollbackBody)
     const outcome = id
       ? await withinCap(() => rollbackPolicy(ctx.deps.db, principal.organizationId, id, target, actorOf(principal), new Date(ctx.now), policyCap(ctx)))
       : 'missing'
@@ -576,7 +563,7 @@ const createDoc: OperationDoc = {
   tags: TAGS,
   scopes: ['policies:write'],
   query: OrganizationQuerySchema,
-  body: { schema: PolicyCreateSchema, mediaTypes: ['application/json'], required: true },
+  body: createBody,
   responses: {
     201: { description: 'Created.', schema: PolicyWriteSchema, headers: { Location: 'URL of the new policy.' } },
     ...protectedErrors({
@@ -608,7 +595,7 @@ const updateDoc: OperationDoc = {
     'Concurrent changes of one policy take turns: their versions are consecutive.',
   tags: TAGS,
   scopes: ['policies:write'],
-  body: { schema: PolicyUpdateSchema, mediaTypes: ['application/json', 'application/merge-patch+json'], required: true },
+  body: updateBody,
   responses: {
     200: { description: 'The changed policy.', schema: PolicyWriteSchema },
     ...protectedErrors({ 404: NOT_FOUND, 409: 'The policy is archived; roll it back to change it.', 413: 'Body larger than the limit.', 415: 'Content-Type other than JSON.' }),
@@ -657,7 +644,7 @@ const rollbackDoc: OperationDoc = {
   description: 'Records a new version whose content equals the given one (archived or not included): rolling an archived policy back to a version in force restores it.',
   tags: TAGS,
   scopes: ['policies:write'],
-  body: { schema: RollbackSchema, mediaTypes: ['application/json'], required: true },
+  body: rollbackBody,
   responses: {
     200: { description: 'The policy at its new version.', schema: PolicyWriteSchema },
     ...protectedErrors({

@@ -11,13 +11,13 @@ import { findPolicy, listPoliciesInForce, type Policy, type PolicyFields } from 
 import { agentLabels, pageOfLoggedDecisions, type LoggedDecisionRow, type ReplayPosition, type ReplayWindow } from '../storage/replay.ts'
 import type { Database } from '../storage/schema.ts'
 import { protectedErrors, type Guard } from './access.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { bodyDoc, readInput, unknownField, validateInput } from '../http/body.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { Timestamp } from './input.ts'
-import { fieldsFromInput, POLICY_NOT_FOUND, PolicyDraftSchema, refuseLegacyShapes } from './policies.ts'
+import { fieldsFromInput, POLICY_NOT_FOUND, PolicyDraftSchema } from './policies.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 import { MAX_REPLAY } from '../domain/replay.ts'
@@ -31,7 +31,7 @@ export const REPLAY_PAGE = 5000
 const limitMessage = `Field limit must be a whole number from 1 to ${MAX_REPLAY}`
 
 export const ReplaySchema = v.pipe(
-  v.objectWithRest(
+  v.strictObject(
     {
       from: v.optional(Timestamp('from', 'Only decisions made at or after this instant.')),
       to: v.optional(Timestamp('to', 'Only decisions made before this instant.')),
@@ -46,11 +46,12 @@ export const ReplaySchema = v.pipe(
         v.description('Drafts: a draft with policy_id stands in for that stored policy (enabled: false takes it out); one without is added. The other stored policies in force stay as they are.'),
       ),
     },
-    v.never('Unknown field'),
-    'Request body must be a JSON object',
+    unknownField(),
   ),
   v.title('PolicyReplay'),
 )
+
+const replayBody = bodyDoc(ReplaySchema, ['application/json'], true)
 
 const OutcomeSchema = v.picklist(['allow', 'deny', 'require_approval'])
 
@@ -85,11 +86,16 @@ export interface ReplayRequest {
   readonly drafts: readonly (PolicyFields & { policy_id?: string | undefined })[]
 }
 
-/** Validates a replay body (the same rules as POST /policies for every draft); a problem is a 400 naming the draft. */
-export function parseReplayRequest(body: unknown): ReplayRequest {
-  const drafts = (body as { policies?: unknown }).policies
-  if (Array.isArray(drafts)) drafts.forEach((draft, index) => refuseLegacyShapes(draft, `Draft ${index}: `))
-  const input = parseWith(ReplaySchema, body)
+/** Validates a replay body read elsewhere (the command line) as the route does: its published doc. */
+export function parseReplayRequest(body: Record<string, unknown>): ReplayRequest {
+  return replayRequestOf(validateInput(replayBody, body))
+}
+
+/**
+ * The checks after the schema (the same rules as POST /policies for every draft): a problem is a
+ * 400 naming the draft.
+ */
+function replayRequestOf(input: v.InferOutput<typeof ReplaySchema>): ReplayRequest {
   if (input.from && input.to && input.from.getTime() >= input.to.getTime()) throw new HttpError(400, 'Field from must be earlier than to')
   const seen = new Set<string>()
   const parsed = input.policies.map((draft, index) => {
@@ -185,8 +191,8 @@ export async function replayDecisions(db: Kysely<Database>, organizationId: stri
 
 export function policyReplayRoutes(guard: Guard): Route[] {
   async function replayRoute(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    const answer = await replayDecisions(ctx.deps.db, principal.organizationId, parseReplayRequest(body))
+    const input = await readInput(request, ctx, replayBody)
+    const answer = await replayDecisions(ctx.deps.db, principal.organizationId, replayRequestOf(input))
     if (!answer) throw new HttpError(404, 'Organization not found')
     return json(200, answer)
   }
@@ -202,7 +208,7 @@ const replayDoc: OperationDoc = {
     'Drafts are validated like POST /policies; a problem is 400 naming the draft ("Draft 2: …" or "(at policies.2.condition)").',
   tags: ['Policies'],
   scopes: ['policies:write'],
-  body: { schema: ReplaySchema, mediaTypes: ['application/json'], required: true },
+  body: replayBody,
   responses: {
     200: { description: 'What would change.', schema: ReplayAnswerSchema },
     ...protectedErrors({

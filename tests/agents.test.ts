@@ -55,6 +55,8 @@ t.test('bad input answers 400 with a message', async (t) => {
     [{ handle: 'a'.repeat(65) }, 'Field handle must be 1 to 64 characters of a-z, 0-9, ".", "_" or "-", starting with a letter or digit'],
     [{ handle: 7 }, 'Field handle must be a string'],
     [{ handle: 'ok', labels: [] }, 'Field labels must be a JSON object of strings'],
+    [{ handle: 'ok', labels: ['x'] }, 'Field labels must be a JSON object of strings'],
+    [{ handle: 'ok', labels: [], extra: 1 }, 'Unknown field: extra'],
     [{ handle: 'ok', labels: { a: 1 } }, 'Field labels must map keys of 1 to 64 characters to strings of at most 256 characters'],
     [{ handle: 'ok', labels: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v'])) }, 'Field labels holds more than 32 entries'],
     [{ handle: 'ok', status: 'gone' }, 'Field status must be active, suspended or discovered'],
@@ -114,6 +116,14 @@ t.test('PATCH changes fields and bumps the ruleset revision; DELETE 204', async 
   t.equal(after.ruleset_revision, before.ruleset_revision + 1)
   const empty = await app.call('PATCH', `/agents/${agent.agent_id}`, { token: vars.MANAGER_KEY_A, json: {} })
   t.same([empty.status, await jsonOf(empty)], [400, { status: 'Bad Request', error: 'Request body names no field to change' }])
+  for (const [body, error] of [
+    [{ labels: [] }, 'Field labels must be a JSON object of strings'],
+    [{ agent_id: crypto.randomUUID() }, 'Field agent_id is read-only'],
+    [{ status: 'active', extra: 1 }, 'Unknown field: extra'],
+  ] as const) {
+    const refused = await app.call('PATCH', `/agents/${agent.agent_id}`, { token: vars.MANAGER_KEY_A, json: body })
+    t.same([refused.status, await jsonOf(refused)], [400, { status: 'Bad Request', error }], JSON.stringify(body))
+  }
   const clash = await app.call('PATCH', `/agents/${agent.agent_id}`, { token: vars.MANAGER_KEY_A, json: { handle: 'support-bot' } })
   t.same([clash.status, await jsonOf(clash)], [409, { status: 'Conflict', error: 'An agent with handle support-bot already exists' }])
   const del = await app.call('DELETE', `/agents/${agent.agent_id}`, { token: vars.MANAGER_KEY_A })
@@ -155,6 +165,13 @@ t.test('agent keys: Admin+ creates; the key may only decide for its agent and re
   const { body: agent } = await createAgent(vars.MANAGER_KEY_A!, { handle: 'keyed' })
   const byManager = await app.call('POST', `/agents/${agent.agent_id}/keys`, { token: vars.MANAGER_KEY_A, json: {} })
   t.equal(byManager.status, 403)
+  for (const [body, error] of [
+    [{ role: 'owner' }, 'Field role is read-only'],
+    [{ name: 'k', scope: 'all' }, 'Unknown field: scope'],
+  ] as const) {
+    const refused = await app.call('POST', `/agents/${agent.agent_id}/keys`, { token: vars.ADMIN_KEY_A, json: body })
+    t.same([refused.status, await jsonOf(refused)], [400, { status: 'Bad Request', error }], JSON.stringify(body))
+  }
   const res = await app.call('POST', `/agents/${agent.agent_id}/keys`, { token: vars.ADMIN_KEY_A, json: { name: 'bot key' } })
   t.equal(res.status, 201)
   const key = await jsonOf(res)

@@ -181,10 +181,12 @@ t.test('errors', async (t) => {
     ['policies not a list', { policies: {} }, 'Field policies must be an array of draft policies'],
     ['a draft condition that does not compile', { policies: [emailDraft, { ...emailDraft, condition: 'args.x ==' }] }, 'Field condition does not compile (line 1, column 10): Unexpected token: EOF (at policies.1.condition)'],
     ['a draft without actions', { policies: [{ name: 'x', effect: 'deny' }] }, 'Field actions is required (at policies.0.actions)'],
-    ['a draft with an unknown field', { policies: [{ ...emailDraft, priority: 1 }] }, 'Unknown field (at policies.0.priority)'],
-    ['a draft with the retired conditions', { policies: [emailDraft, { ...emailDraft, conditions: {} }] }, 'Draft 1: Field conditions was replaced by condition: a CEL expression (string) or null'],
+    ['a draft with a read-only field', { policies: [{ ...emailDraft, version: 3 }] }, 'Field version is read-only (at policies.0.version)'],
+    ['a draft that is a list', { policies: [[]] }, 'A draft must be a JSON object (at policies.0)'],
+    ['a draft with an unknown field', { policies: [{ ...emailDraft, priority: 1 }] }, 'Unknown field: priority (at policies.0.priority)'],
+    ['a draft with the retired conditions', { policies: [emailDraft, { ...emailDraft, conditions: {} }] }, 'Field conditions was replaced by condition: a CEL expression (string) or null (at policies.1.conditions)'],
     ['a draft approval on an allow policy', { policies: [{ ...emailDraft, approval: { approvers_required: 2 } }] }, 'Draft 0: Field approval is only for require_approval policies'],
-    ['a draft approval as a list', { policies: [{ ...emailDraft, effect: 'require_approval', approval: [] }] }, 'Draft 0: Field approval must be a JSON object or null'],
+    ['a draft approval as a list', { policies: [{ ...emailDraft, effect: 'require_approval', approval: [] }] }, 'Field approval must be a JSON object or null (at policies.0.approval)'],
     ['a draft policy_id that is not a UUID', { policies: [{ ...emailDraft, policy_id: 'p1' }] }, 'Field policy_id must be a UUID (at policies.0.policy_id)'],
     ['two drafts for one policy', { policies: [{ ...emailDraft, policy_id: vars.POLICY_A }, { ...emailDraft, policy_id: vars.POLICY_A!.toUpperCase() }] }, 'Draft 1: policy_id names a policy another draft already replaces'],
     ['limit 0', { limit: 0, policies: [emailDraft] }, 'Field limit must be a whole number from 1 to 100000'],
@@ -192,7 +194,7 @@ t.test('errors', async (t) => {
     ['limit as text', { limit: '10', policies: [emailDraft] }, 'Field limit must be a whole number from 1 to 100000'],
     ['a bad from', { from: 'yesterday', policies: [emailDraft] }, 'Field from must be an RFC 3339 date-time with Z or a ±hh:mm offset, such as 2030-01-01T00:00:00Z'],
     ['from after to', { from: '2026-11-03T00:00:00Z', to: '2026-11-02T00:00:00Z', policies: [emailDraft] }, 'Field from must be earlier than to'],
-    ['an unknown field', { policies: [emailDraft], dry_run: true }, 'Unknown field (at dry_run)'],
+    ['an unknown field', { policies: [emailDraft], dry_run: true }, 'Unknown field: dry_run'],
   ]
   for (const [name, body, message] of invalid) {
     t.test(`POST /policies/replay with ${name}: 400 "${message}"`, async (t) => {

@@ -155,6 +155,9 @@ t.test('errors', async (t) => {
     ['a condition as a number', { ...minimal, condition: 1 }, 'Field condition must be a string (a CEL expression) or null'],
     ['approval on a deny policy', { ...minimal, approval: { approvers_required: 2 } }, 'Field approval is only for require_approval policies'],
     ['approval as a list', { ...minimal, effect: 'require_approval', approval: [] }, 'Field approval must be a JSON object or null'],
+    ['approval as a list of numbers', { ...minimal, effect: 'require_approval', approval: [1] }, 'Field approval must be a JSON object or null'],
+    ['approval as text', { ...minimal, effect: 'require_approval', approval: 'yes' }, 'Field approval must be a JSON object or null'],
+    ['the retired conditions beside another problem', { ...minimal, effect: 'maybe', conditions: {} }, 'Field conditions was replaced by condition: a CEL expression (string) or null'],
     ['approvers_required 0', { ...minimal, effect: 'require_approval', approval: { approvers_required: 0 } }, 'Field approval.approvers_required must be a whole number from 1 to 5'],
     ['approvers_required 6', { ...minimal, effect: 'require_approval', approval: { approvers_required: 6 } }, 'Field approval.approvers_required must be a whole number from 1 to 5'],
     ['approvers_required 1.5', { ...minimal, effect: 'require_approval', approval: { approvers_required: 1.5 } }, 'Field approval.approvers_required must be a whole number from 1 to 5'],
@@ -165,7 +168,7 @@ t.test('errors', async (t) => {
     ['an unknown role', { ...minimal, effect: 'require_approval', approval: { approver_roles: ['root'] } }, 'Field approval.approver_roles must hold roles: owner, admin, manager, member, viewer (at approval.approver_roles.0)'],
     ['no roles', { ...minimal, effect: 'require_approval', approval: { approver_roles: [] } }, 'Field approval.approver_roles must name at least one role'],
     ['a role twice', { ...minimal, effect: 'require_approval', approval: { approver_roles: ['owner', 'owner'] } }, 'Field approval.approver_roles names a role twice'],
-    ['an unknown approval field', { ...minimal, effect: 'require_approval', approval: { quorum: 2 } }, 'Unknown field (at approval.quorum)'],
+    ['an unknown approval field', { ...minimal, effect: 'require_approval', approval: { quorum: 2 } }, 'Unknown field: quorum (at approval.quorum)'],
     ['an empty pattern', { ...minimal, actions: [''] }, 'Field actions must not hold empty strings (at actions.0)'],
     ['a pattern of 201 characters', { ...minimal, resources: ['r'.repeat(201)] }, 'Field resources holds a string longer than 200 characters (at resources.0)'],
     ['a pattern with a control character', { ...minimal, agents: ['bot\u0001'] }, 'Field agents holds a control character (at agents.0)'],
@@ -210,7 +213,7 @@ t.test('errors', async (t) => {
       [{ version: '1' }, 'Field version must be a whole number from 1'],
       [{ version: 1.5 }, 'Field version must be a whole number from 1'],
       [{ version: 1e10 }, 'Field version must be a whole number from 1'],
-      [{ version: 1, to: 2 }, 'Unknown field (at to)'],
+      [{ version: 1, to: 2 }, 'Unknown field: to'],
     ]
     for (const [body, message] of bodies) {
       const res = await app.call('POST', `/policies/${created.policy_id}/rollback`, { token: MANAGER, json: body })
