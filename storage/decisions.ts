@@ -66,6 +66,11 @@ function contextBatcher(db: Kysely<Database>): (kind: ContextKind, organizationI
   }
   async function runBatch(kind: ContextKind, batch: ContextRead[]): Promise<void> {
     try {
+      // Alone, the plain statement is cheaper than the unnest (about 20 % on PGlite).
+      if (batch.length === 1) {
+        const read = batch[0]!
+        return read.resolve(await readContextNow(db, read.organizationId, kind === 'handle' ? { handle: read.name } : { agentId: read.name }))
+      }
       const query = CompiledQuery.raw(CONTEXT_BATCH[kind], [batch.map((read) => read.organizationId), batch.map((read) => read.name)])
       const { rows } = await db.executeQuery<Record<string, unknown>>(query)
       const found: (Record<string, unknown> | undefined)[] = Array.from({ length: batch.length })
@@ -110,13 +115,14 @@ export async function readDecisionContext(db: Db, organizationId: string, agent:
   return 'handle' in agent ? batcher('handle', organizationId, agent.handle) : batcher('agentId', organizationId, agent.agentId)
 }
 
+const CONTEXT_ONE = {
+  handle: `select ${CONTEXT_COLUMNS} from organizations o left join agents a on a.organization_id = o.id and a.handle = $2 where o.id = $1`,
+  agentId: `select ${CONTEXT_COLUMNS} from organizations o left join agents a on a.organization_id = o.id and a.agent_id = $2 where o.id = $1`,
+} as const
+
 async function readContextNow(db: Db, organizationId: string, agent: { handle: string } | { agentId: string }): Promise<DecisionContext | null> {
-  const joinOn = 'handle' in agent ? sql`a.handle = ${agent.handle}` : sql`a.agent_id = ${agent.agentId}`
-  const { rows } = await sql<Record<string, unknown>>`
-    select ${sql.raw(CONTEXT_COLUMNS)}
-    from organizations o left join agents a on a.organization_id = o.id and ${joinOn}
-    where o.id = ${organizationId}
-  `.execute(db)
+  const query = 'handle' in agent ? CompiledQuery.raw(CONTEXT_ONE.handle, [organizationId, agent.handle]) : CompiledQuery.raw(CONTEXT_ONE.agentId, [organizationId, agent.agentId])
+  const { rows } = await db.executeQuery<Record<string, unknown>>(query)
   return contextOf(rows[0])
 }
 
