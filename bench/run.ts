@@ -7,14 +7,19 @@
 // Then p50/p99 at half of each route's measured maximum (open loop, fixed rate).
 // Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/test); a scratch database is created and dropped.
-// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 6–7 minutes.
+// Then the agent-governance sections: POST /decisions (durable write included) against
+// POST /demo-request (new email) on PostgreSQL and on PGlite, the policy engine against cedar-wasm
+// (bench/engine.ts) and a replay of 100,000 logged decisions (bench/replay.ts) on both databases.
+// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 8–9 minutes.
+// BENCH_ONLY=decisions runs the governance sections alone (about 2 minutes; with BENCH_OUT=other.md
+// to keep RESULTS.md).
 import { rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
-import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedWorld, startProcess, startServer, type BenchWorld, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
 import { fixedRateLatency, maxThroughput, pgLoop, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
@@ -22,7 +27,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS || 2)
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS || 3))
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS || 1)
 const CONNECTIONS = 10
-const HARD_LIMIT_MS = 12 * 60_000
+const HARD_LIMIT_MS = 15 * 60_000
+const ONLY_DECISIONS = process.env.BENCH_ONLY === 'decisions'
 const hardStop = setTimeout(() => {
   console.error('bench: hard time limit reached; stopping')
   void cleanup().finally(() => process.exit(2))
@@ -46,7 +52,9 @@ async function cleanup(): Promise<void> {
   await pool?.end().catch(() => {})
   rmSync(join(os.tmpdir(), `steward-bench-access-${process.pid}.log`), { force: true })
   await scratch?.drop().catch(() => {})
+  rmSync(pgliteDir, { recursive: true, force: true })
 }
+const pgliteDir = join(os.tmpdir(), `steward-bench-pglite-${process.pid}`)
 
 const log = (line: string) => console.log(line)
 
@@ -65,9 +73,9 @@ const NOTES = [
   '',
 ]
 const started = Date.now()
-const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
+const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', API_ORG_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
 
-type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'raw-http' | 'fastify'
+type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'raw-http' | 'fastify' | 'steward-pglite'
 const urls = new Map<Target, string>()
 
 try {
@@ -94,7 +102,12 @@ try {
     log(`# could not seed an organization and key (${(error as Error).message}): /policies skipped`)
     return null
   })
-  if (adminUrl) {
+  // POST /decisions: one organization with an agent and 10 policies, on each database. The PGlite
+  // data directory is seeded before its server opens it (one process holds a PGlite directory).
+  const decisionWorld = databaseUrl ? await seedDecisionWorld({ databaseUrl }) : null
+  const pgliteWorld = await seedDecisionWorld({ dataDir: pgliteDir })
+  await start('steward-pglite', () => startServer('node', { ...env, DATABASE_URL: '', DATA_DIR: pgliteDir }))
+  if (adminUrl && !ONLY_DECISIONS) {
     // Access log on: one JSON line per request, to a file as a log collector would take it.
     await start('steward-node-info', () => startServer('node', { ...env, LOG_LEVEL: 'info' }, 60_000, join(os.tmpdir(), `steward-bench-access-${process.pid}.log`)))
     await start('steward-bun', () => startServer('bun', env))
@@ -102,11 +115,11 @@ try {
     const [cmd, args] = runtimeCommand('node', 'bench/fastify-reference.ts')
     await start('fastify', () => startProcess('node', cmd, args, { DATABASE_URL: databaseUrl }))
   }
-  {
+  if (!ONLY_DECISIONS) {
     const [cmd, args] = runtimeCommand('node', 'bench/targets/bare-fetch.ts')
     await start('bare-fetch', () => startProcess('node', cmd, args, {}))
   }
-  {
+  if (!ONLY_DECISIONS) {
     const [cmd, args] = runtimeCommand('node', 'bench/targets/raw-http.ts')
     await start('raw-http', () => startProcess('node', cmd, args, {}))
   }
@@ -129,6 +142,9 @@ try {
     'bad-key-401': { method: 'GET', path: `/policies?organization_id=${world?.organizationId ?? '00000000-0000-0000-0000-000000000000'}`, headers: { authorization: 'Bearer stw_key_notavalidkeyatall' } },
   }
   if (world) specs.policies = { method: 'GET', path: `/policies?organization_id=${world.organizationId}`, headers: { authorization: `Bearer ${world.key}` } }
+  const decide = (w: typeof pgliteWorld): RequestSpec => ({ method: 'POST', path: '/decisions', headers: { authorization: `Bearer ${w.key}` }, body: w.body })
+  if (decisionWorld) specs.decisions = decide(decisionWorld)
+  specs['decisions-pglite'] = decide(pgliteWorld)
 
   interface Scenario {
     readonly route: string
@@ -142,10 +158,16 @@ try {
     if (!base || !spec) return
     scenarios.push({ route, target, measure: (s) => maxThroughput(base, spec, s, CONNECTIONS) })
   }
-  for (const t of ['steward-node', 'bare-fetch', 'raw-http', 'fastify', 'steward-bun', 'steward-deno', 'steward-node-info'] as const) http('health', t)
-  for (const route of ['demo-new', 'demo-dup', 'policies']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
-  for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
-  if (pool) {
+  if (!ONLY_DECISIONS) {
+    for (const t of ['steward-node', 'bare-fetch', 'raw-http', 'fastify', 'steward-bun', 'steward-deno', 'steward-node-info'] as const) http('health', t)
+    for (const route of ['demo-new', 'demo-dup', 'policies']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
+    for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
+  } else if (adminUrl) http('demo-new', 'steward-node')
+  // The decision pairs: POST /decisions and POST /demo-request on the same server, in the same rounds.
+  if (adminUrl) http('decisions', 'steward-node')
+  http('demo-new', 'steward-pglite')
+  http('decisions-pglite', 'steward-pglite')
+  if (pool && !ONLY_DECISIONS) {
     const p = pool
     // The same statements the routes send (Kysely's SQL text), through the same pool settings.
     const insert =
@@ -161,6 +183,13 @@ try {
     }
   }
 
+  for (const [route, target] of [['decisions', 'steward-node'], ['decisions-pglite', 'steward-pglite']] as const) {
+    const spec = specs[route]
+    const base = urls.get(target)
+    if (!spec || !base || (route === 'decisions' && !adminUrl)) continue
+    const answer = await fetch(`${base}${spec.path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...spec.headers }, body: spec.body as string })
+    log(`# ${route}: ${answer.status} ${(await answer.text()).slice(0, 160)}`)
+  }
   // Sanity: one request per HTTP scenario, to report statuses (e.g. a route not built yet).
   log(`# ${scenarios.length} scenarios × ${ROUNDS} rounds × ${SECONDS} s (+ ${WARMUP} s warm-up each)`)
   for (const s of scenarios) await s.measure(WARMUP)
@@ -192,11 +221,25 @@ try {
 
   // ---- latency at half load (Steward on Node) ----------------------------------------------------
   const latency = new Map<string, Latency>()
-  for (const route of ['health', 'notfound-404', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']) {
+  for (const route of ONLY_DECISIONS ? [] : ['health', 'notfound-404', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']) {
     const max = rps(route, 'steward-node')
     const spec = specs[route]
     if (!max || !spec) continue
     latency.set(route, await fixedRateLatency(urls.get('steward-node')!, spec, Math.round(max / 2), 3, CONNECTIONS))
+  }
+
+  // ---- POST /decisions vs POST /demo-request at one fixed rate ---------------------------------------
+  // Half of the lower of the two maxima, so both run below saturation at the same offered load.
+  const decisionPairs: Array<{ db: string; target: Target; route: string; ratio: number | null; rate: number; demo: Latency | null; decisions: Latency | null }> = []
+  for (const [db, target, route] of [['PostgreSQL', 'steward-node', 'decisions'], ['PGlite', 'steward-pglite', 'decisions-pglite']] as const) {
+    const d = rps(route, target)
+    const l = rps('demo-new', target)
+    const base = urls.get(target)
+    if (d === null || l === null || !base) continue
+    const rate = Math.max(50, Math.round(Math.min(d, l) / 2))
+    const demo = await fixedRateLatency(base, specs['demo-new']!, rate, 3, CONNECTIONS)
+    const decisions = await fixedRateLatency(base, specs[route]!, rate, 3, CONNECTIONS)
+    decisionPairs.push({ db, target, route, ratio: d / l, rate, demo, decisions })
   }
 
   // ---- report ----------------------------------------------------------------------------------
@@ -214,6 +257,10 @@ try {
   }
   targets.push(['400 bad body vs GET /health', '≥ 0.80', ratio(rps('bad-body-400', 'steward-node'), h), '0.8'])
   for (const [route, l] of latency) targets.push([`p99 / p50 at half load, ${route}`, '≤ 3.0', l.p99 / l.p50, '-3'])
+  for (const pair of decisionPairs) {
+    targets.push([`POST /decisions vs POST /demo-request (new), throughput, ${pair.db}`, '≥ 0.85', pair.ratio, '0.85'])
+    targets.push([`POST /decisions p99 / POST /demo-request p99 at ${fmt(pair.rate)} req/s, ${pair.db}`, '≤ 1.5', pair.decisions && pair.demo ? pair.decisions.p99 / pair.demo.p99 : null, '-1.5'])
+  }
 
   const lines: string[] = []
   lines.push('# Benchmark results', '')
@@ -256,13 +303,36 @@ try {
     '1 ms timer loop sent what was due in bursts, and the p99 included the server queueing the probe\'s own bursts).', '')
   lines.push('| route | rate (req/s) | p50 | p99 | p99 / p50 |', '|---|---:|---:|---:|---:|')
   for (const [route, l] of latency) lines.push(`| ${routeNames[route]} | ${fmt(l.rate)} | ${l.p50.toFixed(3)} | ${l.p99.toFixed(3)} | ${(l.p99 / l.p50).toFixed(2)} |`)
+  lines.push('', '## Decisions over HTTP (POST /decisions, durable write included, vs POST /demo-request with a new email)', '')
+  lines.push('One organization with an active agent and 10 policies; the request is allowed by a policy with a CEL condition, so every ' +
+    'decision reads the ruleset revision and the agent, evaluates, and answers only after its row is committed (group commit). ' +
+    'Both routes on the same server process, measured in the same alternating rounds; the latency probe sends both at the same fixed rate, half of the lower maximum.', '')
+  lines.push('| database | POST /decisions req/s | POST /demo-request req/s | ratio (goal ≥ 0.85) | fixed rate | decisions p50 / p99 ms | demo p50 / p99 ms | p99 ratio (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const pair of decisionPairs) {
+    const lat = (l: Latency | null) => (l ? `${l.p50.toFixed(2)} / ${l.p99.toFixed(2)}` : '—')
+    lines.push(`| ${pair.db} | ${fmt(rps(pair.route, pair.target))} | ${fmt(rps('demo-new', pair.target))} | ${verdict(pair.ratio, 0.85)} | ${fmt(pair.rate)} | ${lat(pair.decisions)} | ${lat(pair.demo)} | ${verdict(pair.decisions && pair.demo ? pair.decisions.p99 / pair.demo.p99 : null, 1.5, false)} |`)
+  }
   lines.push('', '## Statuses seen', '')
   lines.push('| route | target | statuses |', '|---|---|---|')
   for (const s of scenarios) if (s.target !== 'pg-loop') lines.push(`| ${s.route} | ${s.target} | ${statuses(s.route, s.target)} |`)
-  // Start-up last: each server here starts alone, with nothing else running.
   for (const server of servers.splice(0)) await server.stop(5000).catch(() => {})
-  log('# start-up: time to first /health 200 and process-tree memory')
-  lines.push('', ...startupMarkdown(await measureStartup({ adminUrl, log })))
+  // CPU-bound measurements with every server stopped.
+  log('# policy engine vs cedar-wasm (bench/engine.ts)')
+  const engine = await tsx('bench/engine.ts', ['--evaluations', '50000', '--cedar', '1000', '--replay', '100000'], {}, 180_000)
+  lines.push('', engine.code === 0 ? engine.output.trim() : `## Policy engine\n\nbench/engine.ts failed (exit ${engine.code}):\n\n    ${engine.output.slice(-1500).split('\n').join('\n    ')}`)
+  lines.push('', '## Replay of 100,000 logged decisions (bench/replay.ts, through the database)', '')
+  lines.push('Keyset pages read from the decision log and decided against a draft set: what POST /policies/replay runs. Goal ≤ 5 s.', '')
+  for (const [name, url] of [['PGlite (in memory)', 'memory://'], ['PostgreSQL', databaseUrl]] as const) {
+    if (!url) continue
+    log(`# replay, ${name}`)
+    const replayed = await tsx('bench/replay.ts', ['--runs', '2'], { DATABASE_URL: url }, 240_000)
+    lines.push(`### ${name}`, '', replayed.code === 0 ? replayed.output.trim() : `bench/replay.ts failed (exit ${replayed.code}): ${replayed.output.slice(-1500)}`, '')
+  }
+  // Start-up last: each server here starts alone, with nothing else running.
+  if (!ONLY_DECISIONS) {
+    log('# start-up: time to first /health 200 and process-tree memory')
+    lines.push('', ...startupMarkdown(await measureStartup({ adminUrl, log })))
+  }
   lines.push('', `Total run time ${((Date.now() - started) / 1000).toFixed(0)} s.`, '')
   lines.push(...NOTES)
   writeFileSync(resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS.md'), lines.join('\n'))
