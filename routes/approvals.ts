@@ -235,10 +235,11 @@ const ApprovalCursorSchema = v.strictTuple([CursorTimestamp, CursorUuid])
 
 export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
   const vote = (kind: 'approve' | 'deny') => async (request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> => {
+    // The body first, as every route reads it (its published schema decides the 400).
+    const input = await readInput(request, ctx, voteBody)
     if (!isPerson(principal)) throw new HttpError(403, PEOPLE_ONLY)
     const id = pathId(request, 'approval_id')
     if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
-    const input = await readInput(request, ctx, voteBody)
     const now = new Date(ctx.now)
     const outcome = await voteOnApproval(ctx.deps.db, principal.organizationId, id, { userId: principal.userId, vote: kind, note: input.note }, now, refuseSelfApproval(principal))
     return conclude(outcome, hub, ctx)
