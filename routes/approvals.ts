@@ -7,7 +7,7 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
-import { normalizeEmail } from '../domain/email.ts'
+import { voteRefusal } from '../domain/approvals.ts'
 import { APPROVAL_CHANNEL, asOf, cancelApproval, effectiveStatus, expireDue, findApproval, listApprovals, voteOnApproval, votesFor, type ApprovalCursor, type ApprovalRecord, type VoteOutcome, type VoteRecord } from '../storage/approvals.ts'
 import { startNotificationFeed, type RevocationFeed } from '../storage/revocations.ts'
 import type { ApprovalStatus } from '../storage/schema.ts'
@@ -208,14 +208,8 @@ function isPerson(principal: Principal): principal is Principal & { userId: stri
 
 function refuseSelfApproval(principal: Principal & { userId: string }) {
   return (approval: ApprovalRecord, facts: { ownerUserId: string | null; voterEmail: string | null }) => {
-    if (!approval.approver_roles.includes(principal.role)) {
-      throw new HttpError(403, `Your role (${principal.role}) may not decide this approval; it needs one of: ${approval.approver_roles.join(', ')}`)
-    }
-    if (facts.ownerUserId === principal.userId) throw new HttpError(403, 'No self-approval: you own the agent that asks')
-    const behalf = approval.context.on_behalf_of
-    if (typeof behalf === 'string' && facts.voterEmail !== null && normalizeEmail(behalf) === normalizeEmail(facts.voterEmail)) {
-      throw new HttpError(403, 'No self-approval: the action is on your behalf')
-    }
+    const refusal = voteRefusal(approval, { role: principal.role, userId: principal.userId, email: facts.voterEmail, ownerUserId: facts.ownerUserId })
+    if (refusal !== null) throw new HttpError(403, refusal)
   }
 }
 
