@@ -163,6 +163,25 @@ t.test('a waiter wakes when the approval is decided, and answers at once when it
   }
 })
 
+t.test('a client that goes away stops waiting; the sweeper started by start() writes expiry', async (t) => {
+  const { approval } = await ask()
+  const controller = new AbortController()
+  const started = Date.now()
+  const waiting = app.request(`/approvals/${approval.approval_id}?wait=30`, { headers: { authorization: `Bearer ${AGENT_KEY}` }, signal: controller.signal })
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  controller.abort()
+  await waiting.then((res) => res.arrayBuffer()).catch(() => null)
+  t.ok(Date.now() - started < 3_000, 'the waiter is gone at once')
+  app.clock.advance(900_000)
+  m1.token = await login(app, m1.email, 'a long enough password')
+  let status = 'pending'
+  for (let i = 0; i < 40 && status !== 'expired'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 250))
+    status = (await app.db.selectFrom('approvals').select('status').where('approval_id', '=', approval.approval_id).executeTakeFirstOrThrow()).status
+  }
+  t.equal(status, 'expired', 'written without anyone reading it')
+})
+
 t.test("another organization's approval answers like a random id", async (t) => {
   await app.call('POST', '/agents', { token: vars.ADMIN_KEY_B, json: { handle: 'payer' } })
   const b = await decide(app, vars.OWNER_KEY_B!, { agent: 'payer', action: 'payments.refund' })
