@@ -1,10 +1,14 @@
-// Operator commands for agents and the decision log: create, list and suspend agents, and list
-// logged decisions. They use the same storage functions as the API (a suspension bumps the
-// ruleset revision, so every server applies it from the very next decision).
+// Operator commands for agents, the decision log and approvals: create, list and suspend agents,
+// list logged decisions, list approvals and vote on one as a named member. They use the same
+// storage functions (and vote rules) as the API (a suspension bumps the ruleset revision, so every
+// server applies it from the very next decision; a vote notifies waiting servers on PostgreSQL).
 import { createAgent, findAgentByHandle, HandleTakenError, listAgents, updateAgent, type Agent } from '../storage/agents.ts'
 import { CapReachedError } from '../storage/caps.ts'
 import { listDecisions, type DecisionRecord } from '../storage/decisions.ts'
 import { findOrganization } from '../storage/organizations.ts'
+import { asOf, listApprovals, voteOnApproval, type ApprovalRecord } from '../storage/approvals.ts'
+import { findMember, findUserByEmail } from '../storage/users.ts'
+import { voteRefusal } from '../domain/approvals.ts'
 import { UUID } from '../domain/uuid.ts'
 import { HANDLE } from '../domain/agents.ts'
 import { CommandFailed, UsageError, type Command, type Options, type OptionSpec } from './command.ts'
@@ -155,4 +159,64 @@ const decisionList: Command = {
   },
 }
 
-export const governanceCommands: readonly Command[] = [agentCreate, agentList, agentSuspend, decisionList]
+const approvalList: Command = {
+  name: 'approval list',
+  summary: "list an organization's approvals, oldest first (pending ones by default)",
+  options: {
+    org: ORG,
+    status: { type: 'string', value: 'STATUS', description: 'only approvals in this state (as of now)', choices: ['pending', 'approved', 'denied', 'expired', 'cancelled', 'consumed'], default: 'pending' },
+    format: FORMAT,
+  },
+  async run({ options, config, io }) {
+    const orgId = orgOption(options)
+    const status = text(options, 'status') as ApprovalRecord['status']
+    return withDatabase(config, async ({ db }) => {
+      await requireOrganization(db, orgId)
+      const rows = await listApprovals(db, orgId, { status, agentId: null }, new Date(), { after: null, limit: 10_000 })
+      if (options.format === 'json') {
+        io.stdout.write(`${JSON.stringify(rows.map((row) => ({ approval_id: row.approval_id, status: row.status, agent: row.agent_handle, action: row.action, resource: row.resource, args: row.args, context: row.context, policies: row.policies, created_at: row.created_at.toISOString(), expires_at: row.expires_at.toISOString() })), null, 2)}\n`)
+      } else {
+        io.stdout.write(table(['created_at', 'approval_id', 'status', 'agent', 'action', 'resource', 'expires_at'], rows.map((row) => [iso(row.created_at), row.approval_id, row.status, row.agent_handle, row.action, row.resource, iso(row.expires_at)])))
+      }
+      return 0
+    })
+  },
+}
+
+function approvalVote(kind: 'approve' | 'deny'): Command {
+  return {
+    name: `approval ${kind}`,
+    summary: `${kind} a pending approval, recorded as the member named by --as (their role and the no-self-approval rule apply)`,
+    options: {
+      org: ORG,
+      id: { type: 'string', value: 'ID', description: 'the approval id', required: true },
+      as: { type: 'string', value: 'EMAIL', description: 'the member who decides', required: true },
+      note: { type: 'string', value: 'TEXT', description: 'why (at most 1000 characters)' },
+    },
+    async run({ options, config, io }) {
+      const orgId = orgOption(options)
+      const id = text(options, 'id')
+      if (!UUID.test(id)) throw new UsageError('--id must be a UUID')
+      const note = typeof options.note === 'string' ? options.note : null
+      if (note !== null && (note.length > 1000 || note.includes('\u0000'))) throw new UsageError('--note has at most 1000 characters and no NUL')
+      return withDatabase(config, async ({ db }) => {
+        await requireOrganization(db, orgId)
+        const user = await findUserByEmail(db, text(options, 'as'))
+        const member = user ? await findMember(db, orgId, user.id) : null
+        if (!user || !member) throw new UsageError(`${text(options, 'as')} is not a member of ${orgId}`)
+        const now = new Date()
+        const outcome = await voteOnApproval(db, orgId, id.toLowerCase(), { userId: user.id, vote: kind, note }, now, (approval, facts) => {
+          const refusal = voteRefusal(approval, { role: member.role, userId: user.id, email: facts.voterEmail, ownerUserId: facts.ownerUserId })
+          if (refusal !== null) throw new CommandFailed(refusal)
+        })
+        if (outcome.kind === 'not_found') throw new UsageError(`no approval ${id} in ${orgId}`)
+        if (outcome.kind === 'closed') throw new CommandFailed(`This approval is no longer pending: it is ${outcome.approval.status}`)
+        if (outcome.kind === 'repeat') throw new CommandFailed(`${user.email} has already voted on this approval; each person counts once`)
+        io.stdout.write(`${asOf(outcome.approval, now).status}\n`)
+        return 0
+      })
+    },
+  }
+}
+
+export const governanceCommands: readonly Command[] = [agentCreate, agentList, agentSuspend, decisionList, approvalList, approvalVote('approve'), approvalVote('deny')]

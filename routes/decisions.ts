@@ -6,9 +6,10 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { sha256 } from '@oslojs/crypto/sha2'
 import { encodeHexLowerCase } from '@oslojs/encoding'
-import { argsSha256, canonicalJson, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput } from '../engine/index.ts'
+import { argsSha256, canonicalJson, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
+import { asOf, consumeApproval, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { agentCap } from './agents.ts'
@@ -25,7 +26,6 @@ import type { OperationDoc } from '../http/pipeline.ts'
 
 export const DECISION_NOT_FOUND = 'Decision not found'
 export const MAX_PAYLOAD_BYTES = 16_384
-export const APPROVALS_NOT_AVAILABLE = 'approval_id must be null: approvals are not available yet'
 export const IDEMPOTENCY_CONFLICT = 'idempotency_key was already used by this credential for a different request within the last 24 hours; use a new key'
 export const NOT_RECORDED = 'The decision could not be recorded, so none is given; retry'
 const DEFAULT_PAGE = 50
@@ -65,7 +65,17 @@ const requestFields = {
   resource: v.optional(v.pipe(line('resource', 1000), v.description('What it acts on; default "".')), ''),
   args: v.optional(JsonObject('args'), {}),
   context: v.optional(JsonObject('context'), {}),
-  approval_id: v.optional(v.pipe(v.null(APPROVALS_NOT_AVAILABLE), v.description('Must be null for now: approvals come with the approvals feature.')), null),
+  approval_id: v.optional(
+    v.nullable(
+      v.pipe(
+        v.string('Field approval_id must be a UUID or null'),
+        v.uuid('Field approval_id must be a UUID or null'),
+        v.transform((id) => id.toLowerCase()),
+        v.description('The approval to use: with the same agent, action, resource and args, an approved approval turns this decision into allow, once.'),
+      ),
+    ),
+    null,
+  ),
   idempotency_key: v.optional(
     v.nullable(v.pipe(line('idempotency_key', 200), v.nonEmpty('Field idempotency_key must not be empty'), v.description('The same key from the same credential within 24 hours returns the first answer.'))),
     null,
@@ -113,7 +123,7 @@ const ReasonSchema = v.pipe(
     name: v.optional(v.string()),
     effect: v.optional(v.string()),
     mode: v.optional(v.string()),
-    rule: v.optional(v.pipe(v.string(), v.description('default_decision, agent_suspended or unknown_agent when no policy decided.'))),
+    rule: v.optional(v.pipe(v.string(), v.description('default_decision, agent_suspended, unknown_agent, approval (an approval was used), approval_mismatch or approval_unusable when no policy decided.'))),
   }),
   v.title('Reason'),
 )
@@ -127,7 +137,10 @@ export const DecisionAnswerSchema = v.pipe(
     reasons: v.array(ReasonSchema),
     monitor: v.pipe(ViewSchema, v.description('The decision with monitor-mode policies enforced too (shadow mode).')),
     errors: v.pipe(ErrorsSchema, v.description('Conditions that failed at run time: they count as true for deny and require_approval, false for allow.')),
-    approval: v.pipe(v.null(), v.description('Always null for now: approvals come with the approvals feature.')),
+    approval: v.pipe(
+      v.nullable(v.object({ approval_id: v.pipe(v.string(), v.uuid()), status: v.string(), expires_at: v.pipe(v.string(), v.isoTimestamp()) })),
+      v.description('For require_approval: the approval to wait on (GET /approvals/{approval_id}?wait=60), then to pass as approval_id. Also the approval a request named, when found.'),
+    ),
     args_sha256: v.pipe(v.string(), v.description('SHA-256 (hex) of the RFC 8785 canonical JSON of {organization_id, agent, action, resource, args}.')),
     ruleset_revision: v.number(),
     evaluated_at: v.pipe(v.string(), v.isoTimestamp()),
@@ -209,7 +222,6 @@ function byteLength(value: unknown): number {
 /** Body checks shared by decisions and simulations; the body is already a valid JSON object. */
 function readDecisionInput<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>, extra: readonly string[]): v.InferOutput<S> {
   refuseFields(body, [...Object.keys(requestFields), ...extra], ['decision_id', 'decision', 'reasons', 'args_sha256', 'evaluated_at'])
-  if (body.approval_id !== undefined && body.approval_id !== null) throw new HttpError(400, APPROVALS_NOT_AVAILABLE)
   refuseArrays(body)
   const input = parseWith(schema, body) as DecisionInput
   if (byteLength(input.args) + byteLength(input.context) > MAX_PAYLOAD_BYTES) throw new HttpError(400, `Fields args and context together are larger than ${MAX_PAYLOAD_BYTES} bytes`)
@@ -234,15 +246,16 @@ function boundHash(organizationId: string, handle: string, input: DecisionInput)
   }
 }
 
-function answerOf(decisionId: string | null, outcome: DecisionOutcome, argsHash: string, evaluatedAt: Date) {
+type ApprovalRef = { approval_id: string; status: string; expires_at: string } | null
+
+function answerOf(decisionId: string | null, outcome: Pick<DecisionOutcome, 'decision' | 'reasons' | 'monitor' | 'errors' | 'ruleset_revision'>, argsHash: string, evaluatedAt: Date, approval: ApprovalRef = null) {
   return {
     decision_id: decisionId,
     decision: outcome.decision,
     reasons: outcome.reasons,
     monitor: outcome.monitor,
     errors: outcome.errors,
-    // Approvals come with the approvals feature; until then nothing is created.
-    approval: null,
+    approval,
     args_sha256: argsHash,
     ruleset_revision: outcome.ruleset_revision,
     evaluated_at: evaluatedAt.toISOString(),
@@ -258,6 +271,62 @@ function draftsToSet(drafts: readonly v.InferOutput<typeof DraftSchema>[], revis
     return { ...draft, policy_id: draft.policy_id ?? '00000000-0000-0000-0000-000000000000', archived: false, approval: null }
   })
   return compilePolicySet(inputs, revision)
+}
+
+interface Settled {
+  decision: DecisionOutcome['decision']
+  reasons: readonly Reason[]
+  ref: ApprovalRef
+  create: NewApproval | null
+}
+
+const refOf = (approval: Pick<ApprovalRecord, 'approval_id' | 'status' | 'expires_at'>): ApprovalRef => ({ approval_id: approval.approval_id, status: approval.status, expires_at: approval.expires_at.toISOString() })
+
+/** A require_approval decision creates its approval, bound to the exact action; written with the decision. */
+function createApproval(principal: Principal, agent: Agent, input: DecisionInput, outcome: DecisionOutcome, decisionId: string, argsHash: string, now: Date): Settled {
+  if (outcome.decision !== 'require_approval' || outcome.approval === null) return { decision: outcome.decision, reasons: outcome.reasons, ref: null, create: null }
+  const requirement = outcome.approval
+  const create: NewApproval = {
+    approval_id: crypto.randomUUID(),
+    organization_id: principal.organizationId,
+    decision_id: decisionId,
+    agent_id: agent.agent_id,
+    agent_handle: agent.handle,
+    action: input.action,
+    resource: input.resource,
+    args: input.args,
+    context: input.context,
+    args_sha256: argsHash,
+    policies: requirement.policies.map((p) => ({ policy_id: p.policy_id, version: p.version })),
+    approvers_required: requirement.approvers_required,
+    approver_roles: [...requirement.approver_roles],
+    use_within_seconds: requirement.use_within_seconds,
+    created_at: now,
+    expires_at: new Date(now.getTime() + requirement.timeout_seconds * 1000),
+    requested_by: requesterOf(principal),
+  }
+  return { decision: outcome.decision, reasons: outcome.reasons, ref: refOf({ ...create, status: 'pending' }), create }
+}
+
+/**
+ * A request naming an approval: a deny of the policies stands (the approval is left alone);
+ * otherwise the approval decides. Unknown, another organization's, used, expired, denied or
+ * cancelled: deny approval_unusable. Bound to another action or args: deny approval_mismatch.
+ * Still pending: require_approval with the same approval. Approved: allow, and the approval is
+ * consumed by one atomic update, so of concurrent uses exactly one is allowed.
+ */
+async function useApproval(ctx: RequestContext, principal: Principal, agent: Agent, approvalId: string, outcome: DecisionOutcome, decisionId: string, argsHash: string, now: Date): Promise<Settled> {
+  if (outcome.decision === 'deny') return { decision: 'deny', reasons: outcome.reasons, ref: null, create: null }
+  const deny = (rule: Reason, ref: ApprovalRef = null): Settled => ({ decision: 'deny', reasons: [rule], ref, create: null })
+  const found = await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)
+  if (!found) return deny({ rule: 'approval_unusable' })
+  const current = asOf(found, now)
+  if (found.agent_id !== agent.agent_id || found.args_sha256 !== argsHash) return deny({ rule: 'approval_mismatch' }, refOf(current))
+  if (current.status === 'pending') return { decision: 'require_approval', reasons: outcome.reasons, ref: refOf(current), create: null }
+  if (current.status !== 'approved') return deny({ rule: 'approval_unusable' }, refOf(current))
+  const consumed = await consumeApproval(ctx.deps.db, principal.organizationId, approvalId, decisionId, now)
+  if (!consumed) return deny({ rule: 'approval_unusable' }, refOf(asOf((await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)) ?? current, now)))
+  return { decision: 'allow', reasons: [{ rule: 'approval' }], ref: refOf(consumed), create: null }
 }
 
 export interface DecisionServices {
@@ -315,7 +384,10 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     })
     const decisionId = crypto.randomUUID()
     const argsHash = boundHash(principal.organizationId, handle, input)
-    const answer = answerOf(decisionId, outcome, argsHash, now)
+    const settled = input.approval_id === null
+      ? createApproval(principal, agent, input, outcome, decisionId, argsHash, now)
+      : await useApproval(ctx, principal, agent, input.approval_id, outcome, decisionId, argsHash, now)
+    const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
     const record: DecisionRecord = {
       decision_id: decisionId,
       organization_id: principal.organizationId,
@@ -326,12 +398,12 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       args: input.args,
       context: input.context,
       args_sha256: argsHash,
-      decision: outcome.decision,
+      decision: settled.decision,
       policy_decision: outcome.decision,
-      reasons: [...outcome.reasons],
+      reasons: [...settled.reasons],
       monitor: outcome.monitor,
       errors: [...outcome.errors],
-      approval_id: null,
+      approval_id: settled.ref?.approval_id ?? input.approval_id,
       ruleset_revision: outcome.ruleset_revision,
       requested_by: requesterOf(principal),
       evaluated_at: now,
@@ -339,7 +411,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
     let written
     try {
-      written = await writer.write({ record, idempotency })
+      written = await writer.write({ record, idempotency, approval: settled.create })
     } catch (error) {
       ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
       throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })

@@ -9,6 +9,7 @@ import { createGuard } from './access.ts'
 import { agentRoutes } from './agents.ts'
 import { authRoutes } from './auth.ts'
 import { createCredentials } from './credentials.ts'
+import { approvalRoutes, createApprovalHub } from './approvals.ts'
 import { decisionRoutes } from './decisions.ts'
 import type { Deps, Surface } from './deps.ts'
 import { healthRoutes } from './health.ts'
@@ -38,6 +39,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
   const passwords = deps.passwords
   const sets = createPolicySetCache(deps.db)
   const writer = createDecisionWriter(deps.db, deps.clock)
+  // Approval waiters, the expiry sweeper and the cross-process approval feed: from start().
+  const approvals = createApprovalHub(config, deps)
   // Monthly partitions of the decision log ahead of time, and retention: from start(), then daily.
   let maintenance: DecisionMaintenance | null = null
   return {
@@ -53,6 +56,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...agentRoutes(guard, credentials, sets),
       ...decisionRoutes(guard, { sets, writer }),
       ...leadListRoutes(guard),
+      ...approvalRoutes(guard, approvals),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>
@@ -62,6 +66,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     headers: { 'Cache-Control': 'no-store' },
     start: () => {
       credentials.start()
+      approvals.start()
       maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
         deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
       )
@@ -70,6 +75,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       maintenance?.stop()
       await maintenance?.done
       await writer.drain()
+      await approvals.close()
       await credentials.close()
     },
     forgetCredentials: (id) => credentials.forget(id),

@@ -4,6 +4,7 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely'
 import type { PolicyInput } from '../engine/index.ts'
 import { toAgent, type Agent } from './agents.ts'
+import { insertApprovals, type NewApproval } from './approvals.ts'
 import type { Database, DecisionTable } from './schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -199,6 +200,8 @@ export interface IdempotencyEntry {
 export interface PendingDecision {
   record: DecisionRecord
   idempotency: IdempotencyEntry | null
+  /** The approval a require_approval decision creates: written in the same transaction, only if the decision is logged. */
+  approval?: NewApproval | null
 }
 
 /** What a write did for one pending decision: logged, or lost an idempotency race to an earlier answer. */
@@ -268,12 +271,12 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
 /**
  * Writes a batch of decisions in one transaction (group commit): their idempotency keys first
  * (a key already answered within the window, by this process or another, makes its decision a
- * duplicate that is not logged again), then every other decision in one multi-row insert.
- * Either all of it commits or nothing does.
+ * duplicate that is not logged again), then every other decision in one multi-row insert, then
+ * the approvals those logged decisions create. Either all of it commits or nothing does.
  */
 export async function writeDecisions(db: Kysely<Database>, batch: readonly PendingDecision[], now: Date): Promise<WriteOutcome[]> {
   // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (batch.every((item) => item.idempotency === null)) {
+  if (batch.every((item) => item.idempotency === null && !item.approval)) {
     await insertDecisions(db, batch.map((item) => item.record))
     return batch.map(() => ({ kind: 'logged' }))
   }
@@ -341,6 +344,8 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
     }
     const rows = batch.filter((_, index) => outcomes[index]!.kind === 'logged').map((item) => item.record)
     if (rows.length > 0) await insertDecisions(trx, rows)
+    const approvals = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged').map((item) => item.approval!)
+    await insertApprovals(trx, approvals)
     return outcomes
   })
 }

@@ -26,6 +26,14 @@ const RECONNECT_MS = 1_000
  * happened while we were deaf.
  */
 export function startRevocationFeed(url: string, logger: Logger, onRevoked: (id: string) => void, onLoss: () => void): RevocationFeed {
+  return startNotificationFeed(url, REVOCATION_CHANNEL, logger, onRevoked, onLoss, 'revocation feed lost; credential cache off until it is back')
+}
+
+/**
+ * A dedicated connection LISTENing on one channel: `onMessage` gets each payload; `onLoss` runs
+ * when the connection is lost (whatever was sent meanwhile was missed), and it reconnects.
+ */
+export function startNotificationFeed(url: string, channel: string, logger: Logger, onRevoked: (id: string) => void, onLoss: () => void, lossMessage: string): RevocationFeed {
   let client: pg.Client | null = null
   let subscribed = false
   let closed = false
@@ -41,7 +49,7 @@ export function startRevocationFeed(url: string, logger: Logger, onRevoked: (id:
     old?.on('error', () => {})
     void old?.end().catch(() => {})
     if (!closed) {
-      logger.log('warn', 'revocation feed lost; credential cache off until it is back', { reason })
+      logger.log('warn', lossMessage, { reason })
       schedule()
     }
   }
@@ -62,11 +70,11 @@ export function startRevocationFeed(url: string, logger: Logger, onRevoked: (id:
     next.on('error', (error: Error & { code?: string }) => lost(error.code ?? 'error'))
     next.on('end', () => lost('end'))
     next.on('notification', (message) => {
-      if (message.channel === REVOCATION_CHANNEL && message.payload) onRevoked(message.payload)
+      if (message.channel === channel && message.payload) onRevoked(message.payload)
     })
     try {
       await next.connect()
-      await next.query(`LISTEN ${REVOCATION_CHANNEL}`)
+      await next.query(`LISTEN ${channel}`)
       if (closed || client !== next) {
         await next.end().catch(() => {})
         return

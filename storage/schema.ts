@@ -109,6 +109,46 @@ export interface DecisionTable {
   evaluated_at: Timestamp
 }
 
+export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled' | 'consumed'
+
+/** An approval, bound to the exact action of the decision that created it. */
+export interface ApprovalTable {
+  approval_id: string
+  organization_id: string
+  decision_id: string
+  agent_id: string
+  agent_handle: string
+  action: string
+  resource: string
+  args: Json
+  context: Json
+  args_sha256: string
+  /** [{policy_id, version}]: the require_approval policies it comes from. */
+  policies: Json
+  approvers_required: number
+  approver_roles: Json
+  use_within_seconds: number
+  status: ApprovalStatus
+  created_at: Timestamp
+  expires_at: Timestamp
+  /** Set when approved: the approval must be used before then. */
+  use_by: Timestamp | null
+  decided_at: Timestamp | null
+  consumed_at: Timestamp | null
+  consumed_decision_id: string | null
+  requested_by: string
+  cancelled_by: string | null
+}
+
+/** One person's vote on an approval: at most one per user. */
+export interface ApprovalVoteTable {
+  approval_id: string
+  user_id: string
+  vote: 'approve' | 'deny'
+  note: string | null
+  created_at: Timestamp
+}
+
 /** The first answer to an idempotency key, per credential, kept 24 hours. */
 export interface DecisionIdempotencyTable {
   organization_id: string
@@ -263,5 +303,7 @@ export interface Database {
   agents: AgentTable
   decisions: DecisionTable
   decision_idempotency: DecisionIdempotencyTable
+  approvals: ApprovalTable
+  approval_votes: ApprovalVoteTable
   rate_limit_counters: RateLimitCounterTable
 }

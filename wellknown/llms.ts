@@ -69,6 +69,11 @@ export function buildLlmsTxt(config: Config, openapi: { servers?: { url: string 
       'Act only on allow; treat any other answer, and any error (a 503 means the decision could not be recorded), as a refusal. ' +
       'Send an "idempotency_key" to retry safely: the same key from the same credential within 24 hours returns the first answer. ' +
       `POST ${config.productApiUrl}/decisions/simulate answers the same without recording anything, and GET ${config.productApiUrl}/agents/me/capabilities lists what an agent key may do.`,
+    '',
+    'When the decision is "require_approval", a person must approve this exact action first; the answer carries "approval": {"approval_id", "status": "pending", "expires_at"}. ' +
+      `Wait with GET ${config.productApiUrl}/approvals/<approval_id>?wait=60, repeating while "status" is "pending" (each call holds up to 60 seconds and answers as soon as a person decides). ` +
+      'When it is "approved", send the same POST /decisions again (same agent, action, resource and args) with "approval_id": "<approval_id>": the answer is "allow" (reason rule "approval"), once, before "use_by". ' +
+      'Other args answer "deny" (approval_mismatch); a second use, or a "denied", "expired" or "cancelled" approval, answers "deny" (approval_unusable). A timeout is a deny; never act without an allow.',
   ]
   for (const [tag, links] of operationSections(openapi)) {
     out.push('', `## ${oneLine(tag)}`, '', ...links.map(line))
