@@ -147,10 +147,10 @@ export function createApprovalHub(config: Config, deps: Deps): ApprovalHub {
 
   const wake = (approvalId: string) => {
     const set = waiters.get(approvalId)
-    if (set) for (const done of [...set]) done()
+    if (set) for (const done of Array.from(set)) done() // a snapshot: a woken waiter leaves the set
   }
   const wakeAll = () => {
-    for (const id of [...waiters.keys()]) wake(id)
+    for (const id of Array.from(waiters.keys())) wake(id)
   }
   const sweep = () => {
     if (sweeping) return
