@@ -313,8 +313,3 @@ export function unknownField(readOnly: readonly string[] = [], options: UnknownF
     return readOnly.includes(key) ? `Field ${key} is read-only` : `Unknown field: ${key}`
   }
 }
-
-/** A JSON object body (application/json or a +json type). Kept for routes/decisions.ts, its last user; routes read with `readInput`. */
-export async function readJsonBody(request: Request, ctx: RequestContext<PipelineConfig>, options: { optional?: boolean } = {}): Promise<Record<string, unknown>> {
-  return (await readBody(request, ctx, { accept: ['json'], ...options })).params
-}

@@ -99,17 +99,6 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
   }
 }
 
-/**
- * Refuses fields the server owns and any field the schema does not know (OWASP API3). Kept only
- * for routes/decisions.ts, its last user, until it reads its bodies through a strict schema; a
- * route uses v.strictObject with http/body.ts `unknownField` instead.
- */
-export function refuseFields(body: Record<string, unknown>, allowed: readonly string[], readOnly: readonly string[]): void {
-  for (const key of Object.keys(body)) {
-    if (readOnly.includes(key)) throw new HttpError(400, `Field ${key} is read-only`)
-    if (!allowed.includes(key)) throw new HttpError(400, `Unknown field: ${key}`)
-  }
-}
 
 const RETRY = { 'Retry-After': 'Seconds to wait before retrying.' }
 const RATE = { RateLimit: 'Remaining requests and seconds to reset (draft-ietf-httpapi-ratelimit-headers).', 'RateLimit-Policy': 'Quota and window.' }

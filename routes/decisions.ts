@@ -14,14 +14,15 @@ import { findDecision, findIdempotent, listDecisions, readDecisionContext, type 
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { agentCap } from './agents.ts'
 import { HANDLE } from '../domain/agents.ts'
-import { protectedErrors, refuseFields, type Guard } from './access.ts'
-import { parseWith, readJsonBody } from '../http/body.ts'
+import { protectedErrors, type Guard } from './access.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
+import type { BodyDoc } from '../http/pipeline.ts'
 import { UUID } from '../domain/uuid.ts'
 import { INVALID_TOKEN, type Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue, Timestamp } from './input.ts'
+import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, jsonObject, parseValue, Timestamp } from './input.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 export const DECISION_NOT_FOUND = 'Decision not found'
@@ -48,10 +49,9 @@ const JsonObject = (field: string) =>
     v.description(`A JSON object; ${field} and the other object together at most ${MAX_PAYLOAD_BYTES} bytes.`),
   )
 
-/** valibot's record accepts (and copies) an array: args and context must be JSON objects. */
-function refuseArrays(body: Record<string, unknown>): void {
-  for (const field of ['args', 'context']) if (Array.isArray(body[field])) throw new HttpError(400, `Field ${field} must be a JSON object`)
-}
+/** Fields of a decision answer: a request that sends one is refused as read-only. */
+const READ_ONLY = ['decision_id', 'decision', 'reasons', 'args_sha256', 'evaluated_at']
+const NOT_AN_OBJECT = 'Request body must be a JSON object'
 
 const requestFields = {
   agent: v.optional(
@@ -63,8 +63,9 @@ const requestFields = {
   ),
   action: v.pipe(line('action', 200), v.nonEmpty('Field action must not be empty'), v.description('What the agent is about to do, such as payments.refund.')),
   resource: v.optional(v.pipe(line('resource', 1000), v.description('What it acts on; default "".')), ''),
-  args: v.optional(JsonObject('args'), {}),
-  context: v.optional(JsonObject('context'), {}),
+  // valibot's record accepts (and copies) an array: args and context must be JSON objects.
+  args: v.optional(jsonObject(JsonObject('args'), 'Field args must be a JSON object'), {}),
+  context: v.optional(jsonObject(JsonObject('context'), 'Field context must be a JSON object'), {}),
   approval_id: v.optional(
     v.nullable(
       v.pipe(
@@ -82,7 +83,7 @@ const requestFields = {
   ),
 }
 
-export const DecisionRequestSchema = v.pipe(v.object(requestFields, 'Request body must be a JSON object'), v.title('DecisionRequest'))
+export const DecisionRequestSchema = v.pipe(v.strictObject(requestFields, unknownField(READ_ONLY, { notAnObject: NOT_AN_OBJECT })), v.title('DecisionRequest'))
 
 const DraftSchema = v.pipe(
   v.object(
@@ -104,14 +105,14 @@ const DraftSchema = v.pipe(
 )
 
 export const SimulateRequestSchema = v.pipe(
-  v.object(
+  v.strictObject(
     {
       ...requestFields,
       policies: v.optional(
         v.pipe(v.array(DraftSchema, 'Field policies must be an array of draft policies'), v.maxLength(MAX_DRAFTS, `Field policies holds more than ${MAX_DRAFTS} drafts`), v.description('Drafts that replace the stored policies for this call.')),
       ),
     },
-    'Request body must be a JSON object',
+    unknownField(READ_ONLY, { notAnObject: NOT_AN_OBJECT }),
   ),
   v.title('SimulateRequest'),
 )
@@ -219,11 +220,12 @@ function byteLength(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8')
 }
 
-/** Body checks shared by decisions and simulations; the body is already a valid JSON object. */
-function readDecisionInput<S extends v.GenericSchema>(schema: S, body: Record<string, unknown>, extra: readonly string[]): v.InferOutput<S> {
-  refuseFields(body, [...Object.keys(requestFields), ...extra], ['decision_id', 'decision', 'reasons', 'args_sha256', 'evaluated_at'])
-  refuseArrays(body)
-  const input = parseWith(schema, body) as DecisionInput
+const decisionBody = bodyDoc(DecisionRequestSchema, ['application/json'], true)
+const simulateBody = bodyDoc(SimulateRequestSchema, ['application/json'], true)
+
+/** Reads a decision or simulation body through its published doc, then bounds args and context together. */
+async function readDecisionInput<S extends v.GenericSchema>(request: Request, ctx: RequestContext, doc: BodyDoc<S>): Promise<v.InferOutput<S>> {
+  const input = (await readInput(request, ctx, doc)) as DecisionInput
   if (byteLength(input.args) + byteLength(input.context) > MAX_PAYLOAD_BYTES) throw new HttpError(400, `Fields args and context together are larger than ${MAX_PAYLOAD_BYTES} bytes`)
   return input as v.InferOutput<S>
 }
@@ -425,8 +427,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
   }
 
   async function check(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    const input = readDecisionInput(DecisionRequestSchema, body, [])
+    const input = await readDecisionInput(request, ctx, decisionBody)
     if (input.idempotency_key === null) return json(200, await evaluateAndLog(ctx, principal, input, null))
     const requester = requesterOf(principal)
     const requestSha = hashOf({ agent: input.agent ?? null, action: input.action, resource: input.resource, args: input.args, context: input.context })
@@ -452,8 +453,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
   }
 
   async function simulate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const body = await readJsonBody(request, ctx)
-    const input = readDecisionInput(SimulateRequestSchema, body, ['policies'])
+    const input = await readDecisionInput(request, ctx, simulateBody)
     const { found, handle } = await contextFor(ctx, principal, input.agent)
     const stored = input.policies === undefined ? await sets.get(principal.organizationId, found.settings.ruleset_revision) : null
     const set = input.policies === undefined ? stored : draftsToSet(input.policies, found.settings.ruleset_revision)
@@ -526,7 +526,7 @@ const checkDoc: OperationDoc = {
     'Every decision answers 200 (a deny is an answer, not an error), with the reasons. The answer is sent only after the decision is durably logged; if it cannot be logged the answer is 503 and no decision is given. An unknown handle creates a discovered agent, decided by the organization setting unknown_agents. A suspended agent is denied (agent_suspended). An agent key asks for its own agent only.',
   tags: TAGS,
   scopes: ['decisions:check'],
-  body: { schema: DecisionRequestSchema, mediaTypes: ['application/json'], required: true },
+  body: decisionBody,
   responses: {
     200: { description: 'The decision.', schema: DecisionAnswerSchema, headers: { 'Idempotent-Replayed': 'true when this is the stored first answer to the idempotency_key.' } },
     ...protectedErrors({
@@ -545,7 +545,7 @@ const simulateDoc: OperationDoc = {
   description: 'Writes nothing: no log row, no discovered agent, no last_seen_at, no idempotency key. decision_id is null.',
   tags: TAGS,
   scopes: ['decisions:check'],
-  body: { schema: SimulateRequestSchema, mediaTypes: ['application/json'], required: true },
+  body: simulateBody,
   responses: { 200: { description: 'What the decision would be.', schema: DecisionAnswerSchema }, ...protectedErrors({ 413: 'Body larger than the limit.', 415: 'Content-Type other than application/json.' }) },
 }
 
