@@ -111,6 +111,12 @@ t.test('two concurrent uses: exactly one allow', async (t) => {
   const answers = await Promise.all(Array.from({ length: 8 }, () => ask({ approval_id: approval.approval_id })))
   t.equal(answers.filter((a) => a.decision === 'allow').length, 1)
   t.equal(answers.filter((a) => a.decision === 'deny' && a.reasons[0].rule === 'approval_unusable').length, 7)
+  const allow = answers.find((a) => a.decision === 'allow')
+  const row = await app.db.selectFrom('approvals').select(['status', 'consumed_decision_id']).where('approval_id', '=', approval.approval_id).executeTakeFirstOrThrow()
+  t.same(row, { status: 'consumed', consumed_decision_id: allow.decision_id }, 'consumed by the logged allow, in its transaction')
+  const logged = await app.db.selectFrom('decisions').select(['decision_id', 'decision']).where('approval_id', '=', approval.approval_id).where('decision', '=', 'allow').execute()
+  t.same(logged.map((r) => r.decision_id), [allow.decision_id], 'one allow logged')
+  t.equal(new Set(answers.map((a) => a.decision_id)).size, 8, 'every answer is its own logged decision')
 })
 
 t.test('one deny decides; cancel by the agent key; unknown ids are unusable', async (t) => {
