@@ -9,7 +9,7 @@ import { encodeHexLowerCase } from '@oslojs/encoding'
 import { argsSha256, canonicalJson, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
-import { asOf, consumeApproval, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
+import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { agentCap } from './agents.ts'
@@ -280,13 +280,15 @@ interface Settled {
   reasons: readonly Reason[]
   ref: ApprovalRef
   create: NewApproval | null
+  /** The approved approval this allow uses: consumed in the decision's own transaction. */
+  consume: string | null
 }
 
 const refOf = (approval: Pick<ApprovalRecord, 'approval_id' | 'status' | 'expires_at'>): ApprovalRef => ({ approval_id: approval.approval_id, status: approval.status, expires_at: approval.expires_at.toISOString() })
 
 /** A require_approval decision creates its approval, bound to the exact action; written with the decision. */
 function createApproval(principal: Principal, agent: Agent, input: DecisionInput, outcome: DecisionOutcome, decisionId: string, argsHash: string, now: Date): Settled {
-  if (outcome.decision !== 'require_approval' || outcome.approval === null) return { decision: outcome.decision, reasons: outcome.reasons, ref: null, create: null }
+  if (outcome.decision !== 'require_approval' || outcome.approval === null) return { decision: outcome.decision, reasons: outcome.reasons, ref: null, create: null, consume: null }
   const requirement = outcome.approval
   const create: NewApproval = {
     approval_id: crypto.randomUUID(),
@@ -307,7 +309,7 @@ function createApproval(principal: Principal, agent: Agent, input: DecisionInput
     expires_at: new Date(now.getTime() + requirement.timeout_seconds * 1000),
     requested_by: requesterOf(principal),
   }
-  return { decision: outcome.decision, reasons: outcome.reasons, ref: refOf({ ...create, status: 'pending' }), create }
+  return { decision: outcome.decision, reasons: outcome.reasons, ref: refOf({ ...create, status: 'pending' }), create, consume: null }
 }
 
 /**
@@ -315,20 +317,25 @@ function createApproval(principal: Principal, agent: Agent, input: DecisionInput
  * otherwise the approval decides. Unknown, another organization's, used, expired, denied or
  * cancelled: deny approval_unusable. Bound to another action or args: deny approval_mismatch.
  * Still pending: require_approval with the same approval. Approved: allow, and the approval is
- * consumed by one atomic update, so of concurrent uses exactly one is allowed.
+ * consumed by one conditional update in the decision's own transaction (storage/decisions.ts),
+ * so of concurrent uses exactly one is allowed and the others decide again (approval_unusable).
  */
-async function useApproval(ctx: RequestContext, principal: Principal, agent: Agent, approvalId: string, outcome: DecisionOutcome, decisionId: string, argsHash: string, now: Date): Promise<Settled> {
-  if (outcome.decision === 'deny') return { decision: 'deny', reasons: outcome.reasons, ref: null, create: null }
-  const deny = (rule: Reason, ref: ApprovalRef = null): Settled => ({ decision: 'deny', reasons: [rule], ref, create: null })
+async function useApproval(ctx: RequestContext, principal: Principal, agent: Agent, approvalId: string, outcome: DecisionOutcome, argsHash: string, now: Date): Promise<Settled> {
+  if (outcome.decision === 'deny') return { decision: 'deny', reasons: outcome.reasons, ref: null, create: null, consume: null }
+  const deny = (rule: Reason, ref: ApprovalRef = null): Settled => ({ decision: 'deny', reasons: [rule], ref, create: null, consume: null })
   const found = await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)
   if (!found) return deny({ rule: 'approval_unusable' })
   const current = asOf(found, now)
   if (found.agent_id !== agent.agent_id || found.args_sha256 !== argsHash) return deny({ rule: 'approval_mismatch' }, refOf(current))
-  if (current.status === 'pending') return { decision: 'require_approval', reasons: outcome.reasons, ref: refOf(current), create: null }
+  if (current.status === 'pending') return { decision: 'require_approval', reasons: outcome.reasons, ref: refOf(current), create: null, consume: null }
   if (current.status !== 'approved') return deny({ rule: 'approval_unusable' }, refOf(current))
-  const consumed = await consumeApproval(ctx.deps.db, principal.organizationId, approvalId, decisionId, now)
-  if (!consumed) return deny({ rule: 'approval_unusable' }, refOf(asOf((await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)) ?? current, now)))
-  return { decision: 'allow', reasons: [{ rule: 'approval' }], ref: refOf(consumed), create: null }
+  return { decision: 'allow', reasons: [{ rule: 'approval' }], ref: refOf({ ...current, status: 'consumed' }), create: null, consume: approvalId }
+}
+
+/** Another use consumed the approval first: this decision is a deny, with the approval as it now stands. */
+async function lostUse(ctx: RequestContext, principal: Principal, approvalId: string, now: Date): Promise<Settled> {
+  const found = await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)
+  return { decision: 'deny', reasons: [{ rule: 'approval_unusable' }], ref: found ? refOf(asOf(found, now)) : null, create: null, consume: null }
 }
 
 export interface DecisionServices {
@@ -384,46 +391,54 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       context: input.context,
       now,
     })
-    const decisionId = crypto.randomUUID()
     const argsHash = boundHash(principal.organizationId, handle, input)
-    const settled = input.approval_id === null
+    let decisionId = crypto.randomUUID()
+    let settled = input.approval_id === null
       ? createApproval(principal, agent, input, outcome, decisionId, argsHash, now)
-      : await useApproval(ctx, principal, agent, input.approval_id, outcome, decisionId, argsHash, now)
-    const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
-    const record: DecisionRecord = {
-      decision_id: decisionId,
-      organization_id: principal.organizationId,
-      agent_id: agent.agent_id,
-      agent_handle: agent.handle,
-      action: input.action,
-      resource: input.resource,
-      args: input.args,
-      context: input.context,
-      args_sha256: argsHash,
-      decision: settled.decision,
-      policy_decision: outcome.decision,
-      reasons: [...settled.reasons],
-      monitor: outcome.monitor,
-      errors: [...outcome.errors],
-      approval_id: settled.ref?.approval_id ?? input.approval_id,
-      ruleset_revision: outcome.ruleset_revision,
-      requested_by: requesterOf(principal),
-      evaluated_at: now,
+      : await useApproval(ctx, principal, agent, input.approval_id, outcome, argsHash, now)
+    for (;;) {
+      const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
+      const record: DecisionRecord = {
+        decision_id: decisionId,
+        organization_id: principal.organizationId,
+        agent_id: agent.agent_id,
+        agent_handle: agent.handle,
+        action: input.action,
+        resource: input.resource,
+        args: input.args,
+        context: input.context,
+        args_sha256: argsHash,
+        decision: settled.decision,
+        policy_decision: outcome.decision,
+        reasons: [...settled.reasons],
+        monitor: outcome.monitor,
+        errors: [...outcome.errors],
+        approval_id: settled.ref?.approval_id ?? input.approval_id,
+        ruleset_revision: outcome.ruleset_revision,
+        requested_by: requesterOf(principal),
+        evaluated_at: now,
+      }
+      const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
+      let written
+      try {
+        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume })
+      } catch (error) {
+        ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
+        throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
+      }
+      if (written.kind === 'consume_lost') {
+        // Nothing was logged: decide again, as the deny this use now is.
+        settled = await lostUse(ctx, principal, settled.consume!, now)
+        decisionId = crypto.randomUUID()
+        continue
+      }
+      touch(ctx, agent)
+      if (written.kind === 'duplicate') {
+        if (written.request_sha256 !== requestSha) throw new HttpError(409, IDEMPOTENCY_CONFLICT)
+        return written.response
+      }
+      return answer
     }
-    const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
-    let written
-    try {
-      written = await writer.write({ record, idempotency, approval: settled.create })
-    } catch (error) {
-      ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
-      throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
-    }
-    touch(ctx, agent)
-    if (written.kind === 'duplicate') {
-      if (written.request_sha256 !== requestSha) throw new HttpError(409, IDEMPOTENCY_CONFLICT)
-      return written.response
-    }
-    return answer
   }
 
   async function check(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {

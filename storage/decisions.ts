@@ -4,7 +4,7 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely'
 import type { PolicyInput } from '../engine/index.ts'
 import { toAgent, type Agent } from './agents.ts'
-import { insertApprovals, type NewApproval } from './approvals.ts'
+import { consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import type { Database, DecisionTable } from './schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -202,10 +202,16 @@ export interface PendingDecision {
   idempotency: IdempotencyEntry | null
   /** The approval a require_approval decision creates: written in the same transaction, only if the decision is logged. */
   approval?: NewApproval | null
+  /** The approved approval this decision (an allow) uses: consumed in the same transaction, or the decision is not logged. */
+  consume?: string | null
 }
 
 /** What a write did for one pending decision: logged, or lost an idempotency race to an earlier answer. */
-export type WriteOutcome = { kind: 'logged' } | { kind: 'duplicate'; request_sha256: string; response: unknown }
+export type WriteOutcome =
+  | { kind: 'logged' }
+  | { kind: 'duplicate'; request_sha256: string; response: unknown }
+  /** The approval to consume was no longer approved (another use won, or use_by passed): nothing was logged. */
+  | { kind: 'consume_lost' }
 
 const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
 
@@ -276,7 +282,7 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
  */
 export async function writeDecisions(db: Kysely<Database>, batch: readonly PendingDecision[], now: Date): Promise<WriteOutcome[]> {
   // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (batch.every((item) => item.idempotency === null && !item.approval)) {
+  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume)) {
     await insertDecisions(db, batch.map((item) => item.record))
     return batch.map(() => ({ kind: 'logged' }))
   }
@@ -337,8 +343,13 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
         outcomes[index] = { kind: 'duplicate', request_sha256: first.request_sha256, response: first.response }
       }
     }
+    await consumeApprovals(trx, batch, outcomes)
     for (const [index, first] of repeats) {
       const outcome = outcomes[first]!
+      if (outcome.kind === 'consume_lost') {
+        outcomes[index] = outcome
+        continue
+      }
       const entry = batch[first]!.idempotency!
       outcomes[index] = outcome.kind === 'duplicate' ? outcome : { kind: 'duplicate', request_sha256: entry.request_sha256, response: entry.response }
     }
@@ -348,6 +359,30 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
     await insertApprovals(trx, approvals)
     return outcomes
   })
+}
+
+/**
+ * Consumes the approvals the batch's logged decisions use, one conditional update each, in the
+ * batch's transaction: of two uses (in this batch or a concurrent one) exactly one finds the
+ * approval still approved. A decision that lost is not logged and its idempotency key is freed;
+ * the caller decides again.
+ */
+async function consumeApprovals(trx: Transaction<Database>, batch: readonly PendingDecision[], outcomes: WriteOutcome[]): Promise<void> {
+  for (const [index, item] of batch.entries()) {
+    if (!item.consume || outcomes[index]!.kind !== 'logged') continue
+    const { record } = item
+    if (await consumeApproval(trx, record.organization_id, item.consume, record.decision_id, record.evaluated_at)) continue
+    outcomes[index] = { kind: 'consume_lost' }
+    if (item.idempotency) {
+      await trx
+        .deleteFrom('decision_idempotency')
+        .where('organization_id', '=', record.organization_id)
+        .where('requested_by', '=', record.requested_by)
+        .where('idempotency_key', '=', item.idempotency.key)
+        .where('decision_id', '=', record.decision_id)
+        .execute()
+    }
+  }
 }
 
 /** The first answer to an idempotency key of this credential within the window, if any. */

@@ -33,6 +33,7 @@ const agentRes = await app.call('POST', '/agents', { token: vars.MANAGER_KEY_A, 
 const billing = await jsonOf(agentRes)
 const keyRes = await jsonOf(await app.call('POST', `/agents/${billing.agent_id}/keys`, { token: vars.ADMIN_KEY_A, json: {} }))
 const AGENT_KEY: string = keyRes.api_key
+let foreignId = ''
 const ARGS = { amount: 120, currency: 'EUR' }
 const ASK = { agent: 'billing', action: 'payments.refund', resource: 'order/1', args: ARGS, context: {} }
 
@@ -110,6 +111,12 @@ t.test('two concurrent uses: exactly one allow', async (t) => {
   const answers = await Promise.all(Array.from({ length: 8 }, () => ask({ approval_id: approval.approval_id })))
   t.equal(answers.filter((a) => a.decision === 'allow').length, 1)
   t.equal(answers.filter((a) => a.decision === 'deny' && a.reasons[0].rule === 'approval_unusable').length, 7)
+  const allow = answers.find((a) => a.decision === 'allow')
+  const row = await app.db.selectFrom('approvals').select(['status', 'consumed_decision_id']).where('approval_id', '=', approval.approval_id).executeTakeFirstOrThrow()
+  t.same(row, { status: 'consumed', consumed_decision_id: allow.decision_id }, 'consumed by the logged allow, in its transaction')
+  const logged = await app.db.selectFrom('decisions').select(['decision_id', 'decision']).where('approval_id', '=', approval.approval_id).where('decision', '=', 'allow').execute()
+  t.same(logged.map((r) => r.decision_id), [allow.decision_id], 'one allow logged')
+  t.equal(new Set(answers.map((a) => a.decision_id)).size, 8, 'every answer is its own logged decision')
 })
 
 t.test('one deny decides; cancel by the agent key; unknown ids are unusable', async (t) => {
@@ -186,6 +193,7 @@ t.test("another organization's approval answers like a random id", async (t) => 
   await app.call('POST', '/agents', { token: vars.ADMIN_KEY_B, json: { handle: 'payer' } })
   const b = await decide(app, vars.OWNER_KEY_B!, { agent: 'payer', action: 'payments.refund' })
   const foreign = b.body.approval.approval_id
+  foreignId = foreign
   const random = crypto.randomUUID()
   for (const [method, suffix, token] of [['GET', '', vars.VIEWER_KEY_A], ['POST', '/approve', m1.token], ['POST', '/deny', m1.token], ['POST', '/cancel', vars.ADMIN_KEY_A], ['GET', '', AGENT_KEY]] as const) {
     const theirs = await app.call(method, `/approvals/${foreign}${suffix}`, { token, json: method === 'POST' ? {} : undefined })
@@ -195,6 +203,31 @@ t.test("another organization's approval answers like a random id", async (t) => 
   }
   t.same((await ask({ approval_id: foreign })).reasons, [{ rule: 'approval_unusable' }])
   t.same((await jsonOf(await app.call('GET', `/approvals/${foreign}`, { token: vars.VIEWER_KEY_B }))).status, 'pending')
+})
+
+t.test("an agent key sees its own agent's approvals only; lists page oldest first", async (t) => {
+  await app.call('POST', '/agents', { token: vars.MANAGER_KEY_A, json: { handle: 'other' } })
+  const theirs = (await ask({ agent: 'other' })).approval
+  app.clock.advance(1)
+  const mine = (await ask()).approval
+  const hidden = await app.call('GET', `/approvals/${theirs.approval_id}`, { token: AGENT_KEY })
+  t.same([hidden.status, await jsonOf(hidden)], [404, { status: 'Not Found', error: 'Approval not found' }])
+  t.equal((await app.call('POST', `/approvals/${theirs.approval_id}/cancel`, { token: AGENT_KEY })).status, 404)
+  const own = await jsonOf(await app.call('GET', '/approvals?status=pending&limit=100', { token: AGENT_KEY }))
+  t.ok(own.approvals.every((a: any) => a.agent === 'billing'))
+  t.ok(own.approvals.some((a: any) => a.approval_id === mine.approval_id))
+  const all: string[] = []
+  let cursor: string | null = ''
+  while (cursor !== null) {
+    const page: any = await jsonOf(await app.call('GET', `/approvals?status=pending&limit=1&cursor=${encodeURIComponent(cursor)}`, { token: vars.VIEWER_KEY_A }))
+    all.push(...page.approvals.map((a: any) => a.approval_id))
+    t.ok(page.approvals.length <= 1)
+    cursor = page.next_cursor
+  }
+  t.equal(all.indexOf(theirs.approval_id) + 1, all.indexOf(mine.approval_id), 'oldest first, one page at a time')
+  t.notOk(all.includes(foreignId), "never another organization's")
+  t.equal((await app.call('GET', '/approvals?status=nope', { token: vars.VIEWER_KEY_A })).status, 400)
+  t.equal((await app.call('GET', '/approvals?cursor=zzz', { token: vars.VIEWER_KEY_A })).status, 400)
 })
 
 t.test('bad vote bodies answer 400', async (t) => {

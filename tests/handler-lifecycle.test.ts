@@ -1,5 +1,6 @@
 // createHandler is pure: building a handler opens no connection and starts no timer. Background
-// work (the revocation feed on PostgreSQL, the key-use and pruning timers, rate-limit sharing)
+// work (the revocation and approval feeds on PostgreSQL, the key-use, pruning and approval-expiry
+// timers, rate-limit sharing)
 // runs between start() and close(), and close() leaves nothing behind.
 import { createServer } from 'node:net'
 import t, { type Test } from 'tap'
@@ -53,13 +54,12 @@ t.test('construction starts nothing; start() starts the background work; close()
 
   app.start()
   app.start()
-  await new Promise((resolve) => setTimeout(resolve, 200))
-  t.equal(intervals.live(), 5, 'five timers after start() (key use, pruning, rate-limit sharing, decision-log partitions and retention, approval expiry), however often it is called')
   for (let i = 0; i < 40 && accepted < 2; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(intervals.live(), 5, 'five timers after start() (key use, pruning, decision-log maintenance, approval expiry, rate-limit sharing), however often it is called')
   t.equal(accepted, 2, 'the revocation feed and the approval feed connected once each')
 
   await app.close()
   t.equal(intervals.live(), 0, 'close() stopped every timer')
   await new Promise((resolve) => setTimeout(resolve, 1500))
-  t.equal(accepted, 2, 'and neither feed reconnects after close()')
+  t.equal(accepted, 2, 'and the feeds do not reconnect after close()')
 })
