@@ -58,7 +58,7 @@ t.test('approval list, approve as a member, then the agent uses it once', async 
   await withDb((db) => sql`update organizations set default_decision = 'require_approval', ruleset_revision = ruleset_revision + 1 where id = ${orgId}`.execute(db))
   const ask = { agent: 'payer', action: 'payments.refund', args: { amount: 5 } }
   const first = await decideOnce(key, ask)
-  t.equal(first.decision, 'require_approval')
+  t.equal(first.decision, 'require_approval', JSON.stringify(first))
   const id = first.approval.approval_id
 
   const listed = await run(['approval', 'list', '--org', orgId, '--format', 'json'])
