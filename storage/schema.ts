@@ -42,6 +42,8 @@ export interface OrganizationTable {
   default_decision: Generated<DefaultDecision>
   unknown_agents: Generated<'deny' | 'evaluate'>
   decision_retention_days: Generated<number>
+  /** Audit events older than this may be deleted, once an export has covered them. */
+  audit_retention_days: Generated<number>
   /** Bumped with every change to the organization's policies, agents or these settings. */
   ruleset_revision: Generated<number>
   updated_at: Timestamp | null
@@ -107,6 +109,8 @@ export interface DecisionTable {
   /** "key:<uuid>", "user:<uuid>" or "agent-key:<uuid>": the credential that asked. */
   requested_by: string
   evaluated_at: Timestamp
+  /** The writing transaction's id (pg_current_xact_id), set by the database: what seals cover. */
+  xid: Generated<number>
 }
 
 export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled' | 'consumed'
@@ -287,6 +291,46 @@ export interface RateLimitCounterTable {
   expires_at: number
 }
 
+/** One change, written in the same transaction as the change itself. */
+export interface AuditEventTable {
+  /** bigint, increasing (read as a number: int8 is parsed to number on both drivers). */
+  event_id: Generated<number>
+  organization_id: string
+  occurred_at: Timestamp
+  actor_type: 'user' | 'key' | 'agent' | 'operator' | 'system'
+  actor_id: string | null
+  type: string
+  target_type: string
+  target_id: string | null
+  data: ColumnType<unknown, string | undefined, string>
+  request_id: string | null
+  /** The writing transaction's id (pg_current_xact_id), set by the database: what seals cover. */
+  xid: Generated<number>
+}
+
+/** A link of one organization's seal chain over events and decisions with xid in [xid_from, xid_to). */
+export interface AuditSealTable {
+  organization_id: string
+  seal_id: number
+  xid_from: number
+  xid_to: number
+  events: number
+  decisions: number
+  events_sha256: string
+  decisions_sha256: string
+  prev_sha256: string
+  sha256: string
+  sealed_at: Timestamp
+}
+
+export interface AuditExportTable {
+  organization_id: string
+  through_event_id: number
+  format: string
+  exported_at: Timestamp
+  exported_by: string
+}
+
 export interface Database {
   demo_requests: DemoRequestTable
   newsletter_subscriptions: NewsletterSubscriptionTable
@@ -306,4 +350,7 @@ export interface Database {
   approvals: ApprovalTable
   approval_votes: ApprovalVoteTable
   rate_limit_counters: RateLimitCounterTable
+  audit_events: AuditEventTable
+  audit_seals: AuditSealTable
+  audit_exports: AuditExportTable
 }

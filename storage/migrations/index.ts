@@ -7,6 +7,7 @@ import * as rateLimits from './2026-11-22T02-rate-limits.ts'
 import * as invitationsCaps from './2026-11-23T01-invitations-caps.ts'
 import * as governance from './2026-11-23T02-governance.ts'
 import * as approvals from './2026-11-23T03-approvals.ts'
+import * as audit from './2026-11-23T04-audit.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
@@ -15,4 +16,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-23T01-invitations-caps': invitationsCaps,
   '2026-11-23T02-governance': governance,
   '2026-11-23T03-approvals': approvals,
+  '2026-11-23T04-audit': audit,
 })

@@ -1,0 +1,41 @@
+// Writing audit events. Call `recordEvent` with the transaction that makes the change, so the
+// event commits or rolls back with it. Reading, sealing and export live in their own modules.
+import type { Kysely, Transaction } from 'kysely'
+import { withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
+import type { Database } from './schema.ts'
+
+export interface AuditEventInput {
+  readonly organizationId: string
+  readonly actor: Actor
+  readonly type: AuditEventType
+  readonly target: { readonly type: string; readonly id: string | null }
+  /** JSON; secret-looking keys are dropped before writing. */
+  readonly data?: Record<string, unknown>
+  readonly requestId?: string | null
+  readonly occurredAt: Date
+}
+
+/** Appends events inside `trx` (a transaction, or the database for a single-statement change). */
+export async function recordEvents(trx: Transaction<Database> | Kysely<Database>, events: readonly AuditEventInput[]): Promise<void> {
+  if (events.length === 0) return
+  await trx
+    .insertInto('audit_events')
+    .values(
+      events.map((event) => ({
+        organization_id: event.organizationId,
+        occurred_at: event.occurredAt,
+        actor_type: event.actor.type,
+        actor_id: event.actor.id,
+        type: event.type,
+        target_type: event.target.type,
+        target_id: event.target.id,
+        data: JSON.stringify(withoutSecrets(event.data ?? {})),
+        request_id: event.requestId ?? null,
+      })),
+    )
+    .execute()
+}
+
+export function recordEvent(trx: Transaction<Database> | Kysely<Database>, event: AuditEventInput): Promise<void> {
+  return recordEvents(trx, [event])
+}
