@@ -16,7 +16,7 @@ export const SOCKET_NAME = 'steward.sock'
 const GUARD_NAME = 'steward.sock.guard'
 // sun_path holds 108 bytes with its NUL; Node silently truncates a longer path and binds elsewhere.
 const MAX_SOCKET_PATH = 107
-const PROBE_TIMEOUT_MS = 1_000
+const PROBE_TIMEOUT_MS = 3_000
 const GUARD_WAIT_MS = 3_000
 
 export type HolderRole = 'server' | 'command'
@@ -116,6 +116,9 @@ function makeDirectories(path: string): void {
 
 /** Asks whoever listens on the socket who they are. null: nobody answers (no file, or stale). */
 export async function probeHolder(path: string): Promise<Holder | null> {
+  // No file, nobody to ask. Checked synchronously: under heavy load the probe's timer can fire
+  // before the connect error (ENOENT) is delivered, which would make a free directory look held.
+  if (inode(path) === null) return null
   return await new Promise<Holder | null>((done) => {
     let settled = false
     let buffer = ''
@@ -126,7 +129,9 @@ export async function probeHolder(path: string): Promise<Holder | null> {
       done(holder)
     }
     const socket = connect(path)
-    const timer = setTimeout(() => finish({ pid: null, since: null, role: null }, socket), PROBE_TIMEOUT_MS)
+    // A timeout says "someone holds it" only if the name is still there: a holder that released
+    // while this process was starved of CPU has removed it.
+    const timer = setTimeout(() => finish(inode(path) === null ? null : { pid: null, since: null, role: null }, socket), PROBE_TIMEOUT_MS)
     timer.unref?.()
     socket.on('connect', () => socket.write(JSON.stringify({ type: 'hello' }) + '\n'))
     socket.on('data', (chunk) => {
