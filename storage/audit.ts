@@ -1,7 +1,7 @@
 // Writing audit events. Call `recordEvent` with the transaction that makes the change, so the
 // event commits or rolls back with it. Reading, sealing and export live in their own modules.
 import type { Kysely, Transaction } from 'kysely'
-import { withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
+import { OPERATOR, SYSTEM, withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
 import type { Database } from './schema.ts'
 
 export interface AuditEventInput {
@@ -38,4 +38,25 @@ export async function recordEvents(trx: Transaction<Database> | Kysely<Database>
 
 export function recordEvent(trx: Transaction<Database> | Kysely<Database>, event: AuditEventInput): Promise<void> {
   return recordEvents(trx, [event])
+}
+
+/** Who a change is recorded as made by, and the request that made it (null outside a request). */
+export interface AuditBy {
+  readonly actor: Actor
+  readonly requestId: string | null
+}
+
+export const BY_OPERATOR: AuditBy = Object.freeze({ actor: OPERATOR, requestId: null })
+export const BY_SYSTEM: AuditBy = Object.freeze({ actor: SYSTEM, requestId: null })
+
+/** One event made by `by` in `organizationId`, at `occurredAt`. */
+export function eventBy(
+  by: AuditBy,
+  organizationId: string,
+  type: AuditEventType,
+  target: { readonly type: string; readonly id: string | null },
+  data: Record<string, unknown>,
+  occurredAt: Date,
+): AuditEventInput {
+  return { organizationId, actor: by.actor, type, target, data, requestId: by.requestId, occurredAt }
 }

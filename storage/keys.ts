@@ -3,6 +3,8 @@
 import { sql, type Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
+import { ROLE_SCOPES } from '../domain/scopes.ts'
+import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import type { Database } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
 
@@ -98,6 +100,19 @@ async function insertApiKey(
   return { key: toRow(row as ApiKeyRow), secret }
 }
 
+/** What a key event says about a key: never its secret or hash. */
+function keyData(key: ApiKeyRow & { agent_id?: string | null }): Record<string, unknown> {
+  return {
+    key_id: key.id,
+    name: key.name,
+    role: key.role,
+    scopes: ROLE_SCOPES[key.role],
+    prefix: key.display_prefix,
+    expires_at: key.expires_at?.toISOString() ?? null,
+    agent_id: key.agent_id ?? null,
+  }
+}
+
 /** Active keys of the organization: not revoked and not expired. */
 async function countActiveKeys(db: Kysely<Database>, organizationId: string, now: Date): Promise<number> {
   const row = await db
@@ -119,13 +134,17 @@ export async function createApiKey(
   db: Kysely<Database>,
   input: NewApiKey,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
-  if (cap === null) return insertApiKey(db, input, input.createdByKeyId, now)
   return db.transaction().execute(async (trx) => {
-    await lockOrganization(trx, input.organizationId)
-    assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
-    return insertApiKey(trx, input, input.createdByKeyId, now)
+    if (cap !== null) {
+      await lockOrganization(trx, input.organizationId)
+      assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
+    }
+    const created = await insertApiKey(trx, input, input.createdByKeyId, now)
+    await recordEvent(trx, eventBy(by, input.organizationId, 'key.created', { type: 'key', id: created.key.id }, keyData({ ...created.key, agent_id: input.agentId ?? null }), now))
+    return created
   })
 }
 
@@ -191,7 +210,7 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
  * them. Walks already-revoked keys too, so revoking again reaches anything still alive below.
  * Returns the ids of the keys this call revoked (empty: nothing was active).
  */
-export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date): Promise<string[]> {
+export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date, by: AuditBy): Promise<string[]> {
   return db.transaction().execute(async (trx) => {
     const revoked = await sql<{ id: string }>`
       with recursive tree(id) as (
@@ -201,9 +220,15 @@ export async function revokeApiKey(db: Kysely<Database>, organizationId: string,
       )
       update api_keys set revoked_at = ${now}
       where id in (select id from tree) and revoked_at is null
-      returning id
+      returning id, name, role, display_prefix
     `.execute(trx)
     const ids = revoked.rows.map((row) => row.id)
+    for (const row of revoked.rows as unknown as { id: string; name: string; role: Role; display_prefix: string }[]) {
+      const data: Record<string, unknown> = { key_id: row.id, name: row.name, role: row.role, prefix: row.display_prefix }
+      // A key revoked because the key that issued it was: says which revocation took it.
+      if (row.id !== keyId) data.revoked_with = keyId
+      await recordEvent(trx, eventBy(by, organizationId, 'key.revoked', { type: 'key', id: row.id }, data, now))
+    }
     if (ids.length > 0) {
       await trx.updateTable('token_families').set({ revoked_at: now }).where('api_key_id', 'in', ids).where('revoked_at', 'is', null).execute()
     }
@@ -230,6 +255,7 @@ export async function rotateApiKey(
   creator: { userId: string | null; keyId: string | null },
   oldKeyUntil: Date | null,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string } | null> {
   return db.transaction().execute(async (trx) => {
@@ -268,6 +294,10 @@ export async function rotateApiKey(
       .set(oldKeyUntil ? { replaced_by: created.key.id, expires_at: until } : { replaced_by: created.key.id, revoked_at: now })
       .where('id', '=', keyId)
       .execute()
+    await recordEvent(
+      trx,
+      eventBy(by, organizationId, 'key.rotated', { type: 'key', id: keyId }, { ...keyData({ ...created.key, agent_id: old.agent_id }), key_id: keyId, new_key_id: created.key.id, old_key_until: oldKeyUntil ? until?.toISOString() ?? null : now.toISOString() }, now),
+    )
     return created
   })
 }
