@@ -1,6 +1,6 @@
 // Reading the audit log: pages for GET /audit (newest first) and the keyset walk that exports
 // stream (oldest first). Every query is scoped by the organization. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { ActorType, AuditEventType } from '../domain/audit.ts'
 import type { Database } from './schema.ts'
 
@@ -62,21 +62,22 @@ export async function listAuditEvents(db: Kysely<Database>, organizationId: stri
 /**
  * Oldest first, a keyset page at a time (event_id > the last one read): constant memory on both
  * drivers, and each page is its own short statement, so an export never holds a snapshot open.
- * `through` bounds the walk (the last id when the export started), so events committed meanwhile
- * wait for the next export instead of making this one endless.
+ * Only events written by transactions below `belowXid` are read: every such transaction had ended
+ * when the export began (see settledBelowXid), so the walk is finite and, for event ids up to the
+ * last one it returns, complete (an event still being written cannot appear behind it later).
  */
 export async function* streamAuditEvents(
   db: Kysely<Database>,
   organizationId: string,
   filter: AuditFilter,
-  options: { through: number; pageSize?: number },
+  options: { belowXid: number; pageSize?: number },
 ): AsyncGenerator<AuditEventRow[]> {
   const pageSize = options.pageSize ?? 1000
   let after = 0
   for (;;) {
     const rows = await filtered(db, organizationId, filter)
       .where('event_id', '>', after)
-      .where('event_id', '<=', options.through)
+      .where('xid', '<', options.belowXid)
       .orderBy('event_id', 'asc')
       .limit(pageSize)
       .execute()
@@ -86,6 +87,36 @@ export async function* streamAuditEvents(
     if (page.length < pageSize) return
     after = page[page.length - 1]!.event_id
   }
+}
+
+/**
+ * A transaction id below which every transaction has ended, so the events they wrote are final:
+ * the snapshot's xmax once the transactions running at that moment (its xip list) have ended,
+ * waited for up to `waitMs` (polled every 50 ms). Past the wait, the lowest of those still
+ * running: everything below it has ended, and the export leaves the rest to the next one.
+ */
+export async function settledBelowXid(db: Kysely<Database>, waitMs = 5000): Promise<number> {
+  const { rows } = await sql<{ xmax: string; xip: string[] | string }>`
+    select pg_snapshot_xmax(s)::text as xmax, array(select x::text from pg_snapshot_xip(s) as x) as xip
+    from (select pg_current_snapshot() as s) as q
+  `.execute(db)
+  const xmax = Number(rows[0]!.xmax)
+  let running = textArray(rows[0]!.xip)
+  const deadline = Date.now() + waitMs
+  while (running.length > 0) {
+    const still = await sql<{ x: string }>`select x from unnest(${running}::text[]) as x where pg_xact_status(x::xid8) = 'in progress'`.execute(db)
+    running = still.rows.map((row) => row.x)
+    if (running.length === 0 || Date.now() >= deadline) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return running.length === 0 ? xmax : Math.min(...running.map(Number))
+}
+
+/** A text[] as either driver returns it (an array, or PostgreSQL's {a,b} text). */
+function textArray(value: string[] | string): string[] {
+  if (Array.isArray(value)) return value.map(String)
+  const inner = value.replace(/^\{|\}$/g, '')
+  return inner === '' ? [] : inner.split(',')
 }
 
 /** The organization's newest event id (0 when it has none). */
