@@ -4,7 +4,7 @@ import { sql, type Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
 import { ROLE_SCOPES } from '../domain/scopes.ts'
-import { eventBy, recordEvent, type AuditBy } from './audit.ts'
+import { eventBy, executeWithEvents, recordEvent, type AuditBy, type AuditEventInput } from './audit.ts'
 import type { Database } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
 
@@ -77,12 +77,14 @@ async function insertApiKey(
   input: NewApiKey,
   issuerKeyId: string | null,
   now: Date,
+  event: ((key: ApiKeyRow) => AuditEventInput) | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
   const secret = generateSecret('key')
-  const row = await db
+  const id = crypto.randomUUID()
+  const query = db
     .insertInto('api_keys')
     .values({
-      id: crypto.randomUUID(),
+      id,
       organization_id: input.organizationId,
       name: input.name,
       role: input.role,
@@ -96,8 +98,23 @@ async function insertApiKey(
       expires_at: input.expiresAt,
     })
     .returning(COLUMNS)
-    .executeTakeFirstOrThrow()
-  return { key: toRow(row as ApiKeyRow), secret }
+  // The event is known before the insert (the id is made here): both go in one statement.
+  const expected: ApiKeyRow = {
+    id,
+    organization_id: input.organizationId,
+    name: input.name,
+    role: input.role,
+    display_prefix: displayPrefix(secret),
+    created_by_user_id: input.createdByUserId,
+    created_by_key_id: input.createdByKeyId,
+    created_at: now,
+    expires_at: input.expiresAt,
+    revoked_at: null,
+    last_used_at: null,
+    replaced_by: null,
+  }
+  const rows = await executeWithEvents(db, query.compile(), event ? [event(expected)] : [])
+  return { key: toRow(rows[0] as ApiKeyRow), secret }
 }
 
 /** What a key event says about a key: never its secret or hash. */
@@ -142,9 +159,7 @@ export async function createApiKey(
       await lockOrganization(trx, input.organizationId)
       assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
     }
-    const created = await insertApiKey(trx, input, input.createdByKeyId, now)
-    await recordEvent(trx, eventBy(by, input.organizationId, 'key.created', { type: 'key', id: created.key.id }, keyData({ ...created.key, agent_id: input.agentId ?? null }), now))
-    return created
+    return insertApiKey(trx, input, input.createdByKeyId, now, (key) => eventBy(by, input.organizationId, 'key.created', { type: 'key', id: key.id }, keyData({ ...key, agent_id: input.agentId ?? null }), now))
   })
 }
 

@@ -4,7 +4,7 @@
 // records the new version and bumps the organization's ruleset revision. Knows nothing of HTTP.
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
-import { eventBy, recordEvent, type AuditBy } from './audit.ts'
+import { eventBy, executeWithEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
 import type { Database } from './schema.ts'
@@ -125,9 +125,12 @@ function columnsOf(fields: PolicyFields): Record<string, unknown> {
   }
 }
 
-/** Records the policy row as it now stands as its version `policy.version`, written by `actor`. */
-async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: string, now: Date): Promise<void> {
-  await trx
+/**
+ * Records the policy row as it now stands as its version `policy.version`, written by `actor`,
+ * with the policy's audit event in the same statement.
+ */
+async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: string, now: Date, event: AuditEventInput): Promise<void> {
+  const query = trx
     .insertInto('policy_versions')
     .values({
       ...(columnsOf(policy) as Record<string, never>),
@@ -138,16 +141,17 @@ async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: 
       created_at: now,
       created_by: actor,
     } as never)
-    .execute()
+    .returning('version')
+  await executeWithEvents(trx, query.compile(), [event])
 }
 
 const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
 
 /** The policy's audit event: what it now is, and (for a change) which fields differ from before. */
-async function recordPolicyEvent(trx: Transaction<Database>, by: AuditBy, type: AuditEventType, policy: Policy, before: Policy | null, extra: Record<string, unknown>, now: Date): Promise<void> {
+function policyEvent(by: AuditBy, type: AuditEventType, policy: Policy, before: Policy | null, extra: Record<string, unknown>, now: Date): AuditEventInput {
   const data: Record<string, unknown> = { policy_id: policy.policy_id, version: policy.version, name: policy.name, effect: policy.effect, mode: policy.mode, enabled: policy.enabled, ...extra }
   if (before) data.changed = FIELD_NAMES.filter((field) => JSON.stringify(before[field]) !== JSON.stringify(policy[field]))
-  await recordEvent(trx, eventBy(by, policy.organization_id, type, { type: 'policy', id: policy.policy_id }, data, now))
+  return eventBy(by, policy.organization_id, type, { type: 'policy', id: policy.policy_id }, data, now)
 }
 
 async function assertRoomFor(trx: Transaction<Database>, organizationId: string, cap: Cap | null): Promise<void> {
@@ -191,8 +195,7 @@ export async function createPolicy(
       .returningAll()
       .executeTakeFirstOrThrow()
     const policy = toPolicy(row)
-    await recordVersion(trx, policy, createdBy, now)
-    await recordPolicyEvent(trx, by, 'policy.created', policy, null, {}, now)
+    await recordVersion(trx, policy, createdBy, now, policyEvent(by, 'policy.created', policy, null, {}, now))
     return { policy, rulesetRevision: await bumpRulesetRevision(trx, organizationId) }
   })
 }
@@ -261,8 +264,7 @@ async function writeNextVersion(
     .returningAll()
     .executeTakeFirstOrThrow()
   const policy = toPolicy(row)
-  await recordVersion(trx, policy, actor, now)
-  await recordPolicyEvent(trx, event.by, event.type, policy, event.type === 'policy.archived' ? null : current, event.extra ?? {}, now)
+  await recordVersion(trx, policy, actor, now, policyEvent(event.by, event.type, policy, event.type === 'policy.archived' ? null : current, event.extra ?? {}, now))
   return { policy, rulesetRevision: await bumpRulesetRevision(trx, current.organization_id) }
 }
 
