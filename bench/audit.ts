@@ -7,7 +7,7 @@
 //   node --import tsx bench/audit.ts [--ops 300] [--rounds 6] [--baseline REV]
 //   DATABASE_URL=postgres://… node --import tsx bench/audit.ts
 //
-// REV defaults to the parent of the commit that added the policy events (found with git log -S).
+// REV defaults to the parent of the commit that added the policy events (found with git log -S AuditBy).
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -32,7 +32,8 @@ function git(...argv: string[]): string {
   return execFileSync('git', argv, { cwd: ROOT, encoding: 'utf8' }).trim()
 }
 
-const rev = args.baseline ?? `${git('log', '-1', '--format=%H', '-S', 'recordPolicyEvent', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^`
+// The first commit that passed an AuditBy to the policy storage functions; its parent wrote no event.
+const rev = args.baseline ?? `${git('log', '--format=%H', '-S', 'AuditBy', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^`
 const baseDir = mkdtempSync(join(tmpdir(), 'steward-bench-audit-base-'))
 execFileSync('sh', ['-c', `git archive ${rev} storage domain engine config.ts log.ts package.json | tar -x -C ${baseDir}`], { cwd: ROOT })
 symlinkSync(join(ROOT, 'node_modules'), join(baseDir, 'node_modules'))
