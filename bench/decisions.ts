@@ -4,6 +4,7 @@
 // schema, dropped afterwards) or in-memory PGlite.
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --import tsx bench/decisions.ts
 // ONLY_HTTP=1 skips the writer comparison; ROUNDS (3) alternating rounds of the handler comparison.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import type { Test } from 'tap'
 import { createHandler } from '../server.ts'
 import { createDecisionWriter } from '../storage/decision-writer.ts'
@@ -55,7 +56,7 @@ if (!ONLY_HTTP) {
 }
 
 const app = createHandler(testConfig({ LEAD_RATE_LIMIT: '100000000/60', API_RATE_LIMIT: '100000000/60', API_ORG_RATE_LIMIT: '100000000/60', LOG_LEVEL: 'silent' }), { db, clock: Date.now, logger: silentLogger, listenUrl: null })
-const { secret } = await createApiKey(db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, new Date())
+const { secret } = await createApiKey(db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, new Date(), BY_OPERATOR)
 await db.updateTable('organizations').set({ default_decision: 'allow' }).where('id', '=', org.id).execute()
 const conn = { remoteAddress: '127.0.0.1' }
 const ask = () => app.fetch(new Request('http://localhost/decisions', { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: '{"agent":"bench","action":"payments.refund","args":{"amount":1}}' }), conn)

@@ -1,5 +1,6 @@
 // Shared by the bench scripts: start a real Steward server process on a runtime, wait until it
 // listens, stop it with SIGTERM; create and drop a throwaway PostgreSQL database.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
@@ -266,6 +267,7 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
       handle.db,
       { organizationId: org.id, name: 'bench', role: 'owner', createdByUserId: null, createdByKeyId: null, expiresAt: null },
       now,
+      BY_OPERATOR,
     )
     const keyId = (key as unknown as { id?: string; key_id?: string }).id ?? (key as unknown as { key_id: string }).key_id
     for (let i = 0; i < policies; i++) {
@@ -286,6 +288,7 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
         },
         `key:${keyId}`,
         now,
+        BY_OPERATOR,
       )
     }
     return { organizationId: org.id, key: secret, keyId }
@@ -321,8 +324,8 @@ export async function seedDecisionWorld(target: { databaseUrl: string } | { data
     await migrateToLatest(handle.db)
     const now = new Date()
     const org = await createOrganization(handle.db, `decisions bench ${randomBytes(3).toString('hex')}`, now)
-    const { secret } = await createApiKey(handle.db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, now)
-    await createAgent(handle.db, org.id, { handle: 'bench-bot', display_name: 'Bench bot', description: '', owner_user_id: null, labels: { team: 'support' }, status: 'active' }, now, { limit: 1000, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' })
+    const { secret } = await createApiKey(handle.db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, now, BY_OPERATOR)
+    await createAgent(handle.db, org.id, { handle: 'bench-bot', display_name: 'Bench bot', description: '', owner_user_id: null, labels: { team: 'support' }, status: 'active' }, now, { limit: 1000, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' }, BY_OPERATOR)
     for (let i = 0; i < 10; i++) {
       const allow = i === 0
       await createPolicy(
@@ -342,6 +345,7 @@ export async function seedDecisionWorld(target: { databaseUrl: string } | { data
         },
         'operator',
         now,
+        BY_OPERATOR,
       )
     }
     const body = JSON.stringify({ agent: 'bench-bot', action: 'payments.refund', resource: 'order/8812', args: { amount: 120, currency: 'EUR' }, context: { on_behalf_of: 'ada@example.com' } })

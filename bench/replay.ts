@@ -4,6 +4,7 @@
 // is at most 5 s for 100,000. Run alone:
 //
 //   node --import tsx bench/replay.ts [--decisions 100000] [--runs 3]
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { parseScriptArgs } from '../cli/command.ts'
 import { silentLogger } from '../log.ts'
 import { parseReplayRequest, replayDecisions } from '../routes/policy-replay.ts'
@@ -42,6 +43,7 @@ try {
       },
       'operator',
       now,
+      BY_OPERATOR,
     )
   }
   const insertStart = performance.now()

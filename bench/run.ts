@@ -12,7 +12,8 @@
 // (bench/engine.ts) and a replay of 100,000 logged decisions (bench/replay.ts) on both databases.
 // Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 8–9 minutes.
 // BENCH_ONLY=decisions runs the governance sections alone (about 2 minutes; with BENCH_OUT=other.md
-// to keep RESULTS.md).
+// to keep RESULTS.md). BENCH_ONLY=audit runs only what the audit event costs policy and key
+// creation (bench/audit.ts, both databases; writes bench/RESULTS-audit.md unless BENCH_OUT says).
 import { rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import os from 'node:os'
@@ -77,6 +78,31 @@ const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60
 
 type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'raw-http' | 'fastify' | 'steward-pglite'
 const urls = new Map<Target, string>()
+
+/** Policy and key create with the audit event vs the commit before it (bench/audit.ts), on each database. */
+async function auditSection(databaseUrl: string): Promise<string[]> {
+  const lines = ['', '## Audit writing: policy create and key create with and without the event (bench/audit.ts)', '']
+  for (const [name, url] of [['PGlite (in memory)', 'memory://'], ['PostgreSQL', databaseUrl]] as const) {
+    if (!url) continue
+    log(`# audit cost, ${name}`)
+    const result = await tsx('bench/audit.ts', [], { DATABASE_URL: url }, 600_000)
+    lines.push(`### ${name}`, '', result.code === 0 ? result.output.trim() : `bench/audit.ts failed (exit ${result.code}): ${result.output.slice(-1500)}`, '')
+  }
+  return lines
+}
+
+if (process.env.BENCH_ONLY === 'audit') {
+  try {
+    if (adminUrl) scratch = await createScratchDatabase(adminUrl, 'steward_bench')
+    const lines = [`# Audit bench, ${new Date().toISOString().slice(0, 10)}`, ...(await auditSection(scratch?.url ?? ''))]
+    writeFileSync(resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS-audit.md'), lines.join('\n') + '\n')
+    log(lines.join('\n'))
+  } finally {
+    await cleanup()
+    clearTimeout(hardStop)
+  }
+  process.exit(0)
+}
 
 try {
   let databaseUrl = ''
@@ -340,6 +366,7 @@ try {
     const replayed = await tsx('bench/replay.ts', ['--runs', '2'], { DATABASE_URL: url }, 240_000)
     lines.push(`### ${name}`, '', replayed.code === 0 ? replayed.output.trim() : `bench/replay.ts failed (exit ${replayed.code}): ${replayed.output.slice(-1500)}`, '')
   }
+  lines.push(...(await auditSection(databaseUrl)))
   // Start-up last: each server here starts alone, with nothing else running.
   if (!ONLY_DECISIONS) {
     log('# start-up: time to first /health 200 and process-tree memory')

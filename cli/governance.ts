@@ -3,6 +3,7 @@
 // storage functions (and vote rules) as the API (a suspension bumps the ruleset revision, so every
 // server applies it from the very next decision; a vote notifies waiting servers on PostgreSQL).
 import { createAgent, findAgentByHandle, HandleTakenError, listAgents, updateAgent, type Agent } from '../storage/agents.ts'
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { CapReachedError } from '../storage/caps.ts'
 import { listDecisions, type DecisionRecord } from '../storage/decisions.ts'
 import { findOrganization } from '../storage/organizations.ts'
@@ -69,7 +70,7 @@ const agentCreate: Command = {
       let agent: Agent
       try {
         const fields = { handle, display_name: name, description, owner_user_id: null, labels: {}, status: 'active' as const }
-        agent = await createAgent(db, orgId, fields, new Date(), { limit: config.maxAgentsPerOrg, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' })
+        agent = await createAgent(db, orgId, fields, new Date(), { limit: config.maxAgentsPerOrg, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' }, BY_OPERATOR)
       } catch (error) {
         if (error instanceof HandleTakenError || error instanceof CapReachedError) throw new CommandFailed(error.message)
         throw error
@@ -122,7 +123,7 @@ const agentSuspend: Command = {
       await requireOrganization(db, orgId)
       const agent = await findAgentByHandle(db, orgId, handle)
       if (!agent) throw new UsageError(`no agent ${handle} in ${orgId}`)
-      await updateAgent(db, orgId, agent.agent_id, { status }, new Date())
+      await updateAgent(db, orgId, agent.agent_id, { status }, new Date(), BY_OPERATOR)
       io.stdout.write(`${handle} is ${status}\n`)
       return 0
     })
@@ -208,7 +209,7 @@ function approvalVote(kind: 'approve' | 'deny'): Command {
         const outcome = await voteOnApproval(db, orgId, id.toLowerCase(), { userId: user.id, vote: kind, note }, now, (approval, facts) => {
           const refusal = voteRefusal(approval, { role: member.role, userId: user.id, email: facts.voterEmail, ownerUserId: facts.ownerUserId })
           if (refusal !== null) throw new CommandFailed(refusal)
-        })
+        }, BY_OPERATOR)
         if (outcome.kind === 'not_found') throw new UsageError(`no approval ${id} in ${orgId}`)
         if (outcome.kind === 'closed') throw new CommandFailed(`This approval is no longer pending: it is ${outcome.approval.status}`)
         if (outcome.kind === 'repeat') throw new CommandFailed(`${user.email} has already voted on this approval; each person counts once`)

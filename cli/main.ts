@@ -6,6 +6,7 @@ import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsH
 import { withDatabase } from './database.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
+import { auditCommands } from './audit.ts'
 import { policyCommands } from './policies.ts'
 import { governanceCommands } from './governance.ts'
 import { provisionCommands } from './provision.ts'
@@ -84,7 +85,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, healthCommand]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, ...auditCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))

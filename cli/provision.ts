@@ -6,6 +6,7 @@
 // --owner-password / --password exist for throwaway setups and print a warning.
 import type { DatabaseHandle } from '../storage/connect.ts'
 import { notifyCredentialChange } from '../storage/revocations.ts'
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
 import { hashPassword } from '../storage/passwords.ts'
@@ -92,7 +93,7 @@ const orgCreate: Command = {
       const result = await db.transaction().execute(async (trx) => {
         const org = await createOrganization(trx, name, now)
         const { user, created } = await createUserUnlessExists(trx, email, hash, now)
-        await setMembership(trx, user.id, org.id, 'owner', now)
+        await setMembership(trx, user.id, org.id, 'owner', now, BY_OPERATOR)
         return { org, created }
       })
       if (!result.created) io.stderr.write(`note: ${email} already had an account; its password is unchanged\n`)
@@ -127,7 +128,7 @@ const userAdd: Command = {
         user = (await createUserUnlessExists(db, email, await hashPassword(password, config.passwordHashCost), now)).user
       }
       // The rule the API keeps, checked by storage in the same transaction as the change.
-      const outcome = await addOrChangeMembership(db, orgId, user.id, role, now)
+      const outcome = await addOrChangeMembership(db, orgId, user.id, role, now, BY_OPERATOR)
       if (outcome === 'last-owner') {
         throw new CommandFailed(`${email} is the only Owner of ${orgId}; make another member Owner first (user add --role owner)`)
       }
@@ -157,7 +158,7 @@ const keyCreate: Command = {
     const expiresAt = expiryOption(options, Date.now())
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
-      const { key, secret } = await createApiKey(db, { organizationId: orgId, name, role, createdByUserId: null, createdByKeyId: null, expiresAt }, new Date())
+      const { key, secret } = await createApiKey(db, { organizationId: orgId, name, role, createdByUserId: null, createdByKeyId: null, expiresAt }, new Date(), BY_OPERATOR)
       io.stderr.write(`created key ${key.id} (${role}${expiresAt ? `, expires ${expiresAt.toISOString()}` : ''}); the secret below is shown once\n`)
       io.stdout.write(`${secret}\n`)
       return 0
@@ -182,7 +183,7 @@ const keyRotate: Command = {
       const old = await findApiKeyById(db, keyId)
       if (!old || old.revoked_at) throw new UsageError(`no active key ${keyId}`)
       const now = Date.now()
-      const rotated = await rotateApiKey(db, old.organization_id, keyId, { userId: null, keyId: null }, grace > 0 ? new Date(now + grace * 1000) : null, new Date(now))
+      const rotated = await rotateApiKey(db, old.organization_id, keyId, { userId: null, keyId: null }, grace > 0 ? new Date(now + grace * 1000) : null, new Date(now), BY_OPERATOR)
       if (!rotated) throw new UsageError(`no active key ${keyId}`)
       // Servers on PostgreSQL drop cached lookups of the old key at once.
       await notifyRevocation(context, db, keyId)
@@ -204,7 +205,7 @@ const keyRevoke: Command = {
       const key = await findApiKeyById(db, keyId)
       if (!key) throw new UsageError(`no key ${keyId}`)
       // Also revokes every key this one issued; servers drop cached lookups of each.
-      const revoked = await revokeApiKey(db, key.organization_id, keyId, new Date())
+      const revoked = await revokeApiKey(db, key.organization_id, keyId, new Date(), BY_OPERATOR)
       for (const id of new Set([keyId, ...revoked])) await notifyRevocation(context, db, id)
       io.stdout.write(revoked.includes(keyId) ? `revoked ${keyId}${revoked.length > 1 ? ` and ${revoked.length - 1} key(s) it issued` : ''}\n` : `${keyId} was already revoked\n`)
       return 0

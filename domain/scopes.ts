@@ -10,6 +10,8 @@ export const SCOPES = [
   'agents:write',
   'decisions:read',
   'decisions:check',
+  // Reading the audit log: Admins and Owners only (every scope), never an agent key.
+  'audit:read',
 ] as const
 
 export type Scope = (typeof SCOPES)[number]

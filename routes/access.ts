@@ -2,6 +2,7 @@
 // protected route runs through, and the error shapes and body helpers the resources share.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
+import type { AuditBy } from '../storage/audit.ts'
 import { CapReachedError } from '../storage/caps.ts'
 import { HashingBusyError } from '../storage/passwords.ts'
 import { ROLES } from '../domain/roles.ts'
@@ -24,6 +25,16 @@ export const ProductErrorSchema = v.pipe(
   }),
   v.title('ProductError'),
 )
+
+/**
+ * Who the audit log records as making a change through this request: the agent of an agent key,
+ * the signed-in user of a session, else the API key (a key's token included).
+ */
+export function auditBy(ctx: Pick<RequestContext, 'requestId'>, principal: Principal): AuditBy {
+  if (principal.agentId !== null) return { actor: { type: 'agent', id: principal.agentId }, requestId: ctx.requestId }
+  if (principal.userId !== null) return { actor: { type: 'user', id: principal.userId }, requestId: ctx.requestId }
+  return { actor: { type: 'key', id: principal.keyId }, requestId: ctx.requestId }
+}
 
 export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Reply>
 

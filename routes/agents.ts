@@ -9,7 +9,7 @@ import type { Cap } from '../storage/caps.ts'
 import { createApiKey } from '../storage/keys.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { readDecisionContext } from '../storage/decisions.ts'
-import { protectedErrors, withinCap, type Guard } from './access.ts'
+import { auditBy, protectedErrors, withinCap, type Guard } from './access.ts'
 import { created, noContent, json, type Reply } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
@@ -215,7 +215,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const input = await readInput(request, ctx, createBody)
     const fields: AgentFields = { ...input, labels: input.labels as Record<string, string> }
-    const agent = await mapped(() => createAgent(ctx.deps.db, principal.organizationId, fields, new Date(ctx.now), agentCap(ctx)))
+    const agent = await mapped(() => createAgent(ctx.deps.db, principal.organizationId, fields, new Date(ctx.now), agentCap(ctx), auditBy(ctx, principal)))
     return created(agentToJson(agent), `${ctx.config.productApiUrl}/agents/${agent.agent_id}`)
   }
 
@@ -232,7 +232,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
     if (Object.keys(changes).length === 0) throw new HttpError(400, 'Request body names no field to change')
     const patch: Partial<AgentFields> = {}
     for (const key of WRITABLE) if (key in changes) (patch as Record<string, unknown>)[key] = changes[key]
-    const agent = id ? await mapped(() => updateAgent(ctx.deps.db, principal.organizationId, id, patch, new Date(ctx.now))) : null
+    const agent = id ? await mapped(() => updateAgent(ctx.deps.db, principal.organizationId, id, patch, new Date(ctx.now), auditBy(ctx, principal))) : null
     if (!agent) throw new HttpError(404, AGENT_NOT_FOUND)
     return json(200, agentToJson(agent))
   }
@@ -240,7 +240,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
   async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = agentIdOf(request)
     const keys = id ? await agentKeyIds(ctx.deps.db, id) : []
-    const deleted = id ? await deleteAgent(ctx.deps.db, principal.organizationId, id) : false
+    const deleted = id ? await deleteAgent(ctx.deps.db, principal.organizationId, id, new Date(ctx.now), auditBy(ctx, principal)) : false
     if (!deleted) throw new HttpError(404, AGENT_NOT_FOUND)
     // Its keys went with it (cascade): they stop on the next request, here and in peers.
     await credentials.agentChanged(id!)
@@ -259,7 +259,7 @@ export function agentRoutes(guard: Guard, credentials: Credentials, sets: Policy
     const cap = { limit: ctx.config.maxKeysPerOrg, what: 'active API keys', setting: 'MAX_KEYS_PER_ORG' }
     // The role only bounds what the key could do; an agent key may only ask decisions for its agent.
     const { key, secret } = await withinCap(() =>
-      createApiKey(ctx.deps.db, { organizationId: principal.organizationId, name: input.name, role: 'member', ...creator, expiresAt, agentId: agent.agent_id }, new Date(ctx.now), cap),
+      createApiKey(ctx.deps.db, { organizationId: principal.organizationId, name: input.name, role: 'member', ...creator, expiresAt, agentId: agent.agent_id }, new Date(ctx.now), auditBy(ctx, principal), cap),
     )
     return created({ ...keyToJson(key), agent_id: agent.agent_id, api_key: secret }, `${ctx.config.productApiUrl}/keys/${key.id}`)
   }

@@ -15,7 +15,7 @@ import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import { protectedErrors, type Guard } from './access.ts'
+import { auditBy, protectedErrors, type Guard } from './access.ts'
 import type { Principal } from './credentials.ts'
 import type { Deps, RequestContext, Route } from './deps.ts'
 import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue, pathId } from './input.ts'
@@ -235,7 +235,7 @@ export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
     const id = pathId(request, 'approval_id')
     if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
     const now = new Date(ctx.now)
-    const outcome = await voteOnApproval(ctx.deps.db, principal.organizationId, id, { userId: principal.userId, vote: kind, note: input.note }, now, refuseSelfApproval(principal))
+    const outcome = await voteOnApproval(ctx.deps.db, principal.organizationId, id, { userId: principal.userId, vote: kind, note: input.note }, now, refuseSelfApproval(principal), auditBy(ctx, principal))
     return conclude(outcome, hub, ctx)
   }
 
@@ -244,7 +244,7 @@ export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
     if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
     if (principal.agentId === null && principal.role !== 'admin' && principal.role !== 'owner') throw new HttpError(403, CANCEL_REFUSED)
     const by = principal.agentId !== null ? `agent-key:${principal.keyId}` : principal.subject
-    const outcome = await cancelApproval(ctx.deps.db, principal.organizationId, id, principal.agentId, by, new Date(ctx.now))
+    const outcome = await cancelApproval(ctx.deps.db, principal.organizationId, id, principal.agentId, by, new Date(ctx.now), auditBy(ctx, principal))
     return conclude(outcome, hub, ctx)
   }
 

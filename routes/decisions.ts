@@ -7,6 +7,7 @@ import * as v from 'valibot'
 import { sha256 } from '@oslojs/crypto/sha2'
 import { encodeHexLowerCase } from '@oslojs/encoding'
 import { argsSha256, canonicalJson, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
+import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
@@ -14,7 +15,7 @@ import { findDecision, findIdempotent, listDecisions, readDecisionContext, type 
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
 import { agentCap } from './agents.ts'
 import { HANDLE } from '../domain/agents.ts'
-import { protectedErrors, type Guard } from './access.ts'
+import { auditBy, protectedErrors, type Guard } from './access.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import type { BodyDoc } from '../http/pipeline.ts'
 import { UUID } from '../domain/uuid.ts'
@@ -378,7 +379,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     const now = new Date(ctx.now)
     let agent = found.agent
     if (agent === null) {
-      agent = await discoverAgent(ctx.deps.db, principal.organizationId, handle, now, agentCap(ctx))
+      agent = await discoverAgent(ctx.deps.db, principal.organizationId, handle, now, agentCap(ctx), { actor: SYSTEM, requestId: ctx.requestId })
       if (agent === null) throw new HttpError(409, `This organization has reached its limit of ${ctx.config.maxAgentsPerOrg} agents (MAX_AGENTS_PER_ORG); agent ${handle} cannot be discovered`)
     }
     const set = await sets.get(principal.organizationId, found.settings.ruleset_revision)
@@ -421,7 +422,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
       let written
       try {
-        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume })
+        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditBy(ctx, principal) })
       } catch (error) {
         ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
         throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })

@@ -10,7 +10,8 @@ import { findActiveKeyByHash } from '../storage/keys.ts'
 import type { PasswordHasher } from '../storage/passwords.ts'
 import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
 import { rotateRefreshToken, startSession } from '../storage/tokens.ts'
-import { findUserByEmail, listMembershipsOfUser, type Membership } from '../storage/users.ts'
+import { eventBy, type AuditBy } from '../storage/audit.ts'
+import { findUserByEmail, listMembershipsOfUser, recordLoginFailure, type Membership } from '../storage/users.ts'
 import { hashingBusyError } from './access.ts'
 import { createAttempts } from './attempts.ts'
 import type { Credentials } from './credentials.ts'
@@ -100,10 +101,20 @@ export function createGrants(credentials: Credentials, hasher: PasswordHasher, l
       // and every failure after it gets the answer a wrong password gets: before signing in,
       // nothing tells whether the email has an account or where it is a member.
       const valid = await verify(password, user?.password_hash ?? null, ctx.clientKey, normalized)
-      if (!user || !valid) throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      // The account signed in to is the actor of its login events, failed ones included (the
+      // claimed account): a failure is recorded in each organization it belongs to, never with
+      // the password; an unknown email has no organization and records nothing.
+      const by: AuditBy | null = user ? { actor: { type: 'user', id: user.id }, requestId: ctx.requestId } : null
+      if (!user || !valid) {
+        if (user && by) await recordLoginFailure(ctx.deps.db, user.id, 'password', ctx.clientAddress, by, new Date(ctx.now))
+        throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      }
       const memberships = await listMembershipsOfUser(ctx.deps.db, user.id)
       const chosen = organizationId === undefined ? memberships[0] : memberships.find((m) => m.organization_id === organizationId.toLowerCase())
-      if (!chosen) throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      if (!chosen) {
+        await recordLoginFailure(ctx.deps.db, user.id, 'organization', ctx.clientAddress, by!, new Date(ctx.now))
+        throw fail(tokenError(400, 'invalid_grant', BAD_LOGIN))
+      }
       const { accessSeconds, refreshSeconds } = sessionSeconds(ctx)
       const issued = await startSession(
         ctx.deps.db,
@@ -111,6 +122,7 @@ export function createGrants(credentials: Credentials, hasher: PasswordHasher, l
         { accessSeconds, refreshSeconds },
         new Date(ctx.now),
         { maxPerUser: ctx.config.maxSessionsPerUser, refreshSeconds, accessSeconds },
+        [eventBy(by!, chosen.organization_id, 'login.succeeded', { type: 'user', id: user.id }, { user_id: user.id, method: 'password', role: chosen.role, client_address: ctx.clientAddress }, new Date(ctx.now))],
       )
       // Sessions ended to keep within MAX_SESSIONS_PER_USER stop on their next request.
       for (const familyId of issued.endedFamilies ?? []) await credentials.familyRevoked(familyId)

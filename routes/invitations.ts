@@ -10,7 +10,7 @@ import { acceptInvitation, createInvitation, findInvitationBySecret, findOpenInv
 import type { PasswordHasher } from '../storage/passwords.ts'
 import type { Role } from '../storage/schema.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
-import { hashingBusyError, protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
+import { auditBy, hashingBusyError, protectedErrors, ProductErrorSchema, refuseCredentialsInUrl, requireSecureTransport, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readBody, readInput, unknownField, validateInput } from '../http/body.ts'
 import { pathId } from './input.ts'
@@ -123,6 +123,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
         { organizationId: principal.organizationId, email: input.email, role: input.role, invitedBy: creatorOf(principal), ttlSeconds: ctx.config.invitationTtlSeconds },
         cap,
         new Date(ctx.now),
+        auditBy(ctx, principal),
       ),
     )
     if (result.outcome === 'member') throw new HttpError(409, 'Already a member of this organization; change the role with PATCH /members/{user_id}')
@@ -139,7 +140,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
     const invitation = id ? await findOpenInvitation(ctx.deps.db, principal.organizationId, id, new Date(ctx.now)) : null
     if (!invitation) throw new HttpError(404, INVITATION_NOT_FOUND)
     assertMayManage(principal, invitation.role)
-    if (!(await revokeInvitation(ctx.deps.db, principal.organizationId, invitation.id, new Date(ctx.now)))) throw new HttpError(404, INVITATION_NOT_FOUND)
+    if (!(await revokeInvitation(ctx.deps.db, principal.organizationId, invitation.id, new Date(ctx.now), auditBy(ctx, principal)))) throw new HttpError(404, INVITATION_NOT_FOUND)
     return noContent()
   }
 
@@ -174,7 +175,7 @@ export function invitationRoutes(config: Config, guard: Guard, passwords: Passwo
     } catch (error) {
       throw hashingBusyError(error, { share: hashingBusy(429), overload: hashingBusy(503) })
     }
-    const result = await acceptInvitation(ctx.deps.db, invitation, account, now)
+    const result = await acceptInvitation(ctx.deps.db, invitation, account, now, ctx.requestId)
     if (result.outcome !== 'accepted') throw new HttpError(400, INVITATION_REFUSED)
     const { member } = result
     return created(

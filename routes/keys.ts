@@ -5,7 +5,7 @@ import * as v from 'valibot'
 import { createApiKey, findApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import type { Role } from '../storage/schema.ts'
 import type { Cap } from '../storage/caps.ts'
-import { protectedErrors, RoleSchema, withinCap, type Guard } from './access.ts'
+import { auditBy, protectedErrors, RoleSchema, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { ROLE_RANK } from '../domain/roles.ts'
@@ -134,6 +134,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
         ctx.deps.db,
         { organizationId: principal.organizationId, name: input.name, role: input.role, ...prefixCreator(principal), expiresAt },
         new Date(ctx.now),
+        auditBy(ctx, principal),
         keyCap(ctx),
       ),
     )
@@ -147,7 +148,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
     assertRoleWithin(principal, old.role, 'rotate')
     const grace = input.expires_in ?? 0
     const until = grace > 0 ? new Date(ctx.now + grace * 1000) : null
-    const rotated = await withinCap(() => rotateApiKey(ctx.deps.db, principal.organizationId, old.id, creatorOf(principal), until, new Date(ctx.now), keyCap(ctx)))
+    const rotated = await withinCap(() => rotateApiKey(ctx.deps.db, principal.organizationId, old.id, creatorOf(principal), until, new Date(ctx.now), auditBy(ctx, principal), keyCap(ctx)))
     if (!rotated) throw new HttpError(404, KEY_NOT_FOUND)
     await credentials.keyChanged(old.id)
     return created({ ...keyToJson(rotated.key), api_key: rotated.secret }, `${ctx.config.productApiUrl}/keys/${rotated.key.id}`)
@@ -156,7 +157,7 @@ export function keyRoutes(guard: Guard, credentials: Credentials): Route[] {
   async function revoke(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const key = await targetKey(request, ctx, principal)
     assertRoleWithin(principal, key.role, 'revoke')
-    const revoked = await revokeApiKey(ctx.deps.db, principal.organizationId, key.id, new Date(ctx.now))
+    const revoked = await revokeApiKey(ctx.deps.db, principal.organizationId, key.id, new Date(ctx.now), auditBy(ctx, principal))
     // The key and every key it issued (and their tokens) stop on the next request, here and in peers.
     for (const id of new Set([key.id, ...revoked])) await credentials.keyChanged(id)
     return noContent()

@@ -8,7 +8,7 @@ import { bodyDoc, readInput } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
-import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered } from '../storage/leads.ts'
+import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit } from '../storage/leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
 
@@ -117,6 +117,12 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   const limiter: RateLimiter = createRateLimiter(config.leadRateLimit, 'leads', deps.rateLimits ?? null)
 
   /** Per-client throttle (OWASP API6): refuses a flood before reading its body. */
+  /** With LEADS_ORGANIZATION_ID set, a stored lead is a lead.created event of that organization. */
+  function leadAudit(ctx: RequestContext): LeadAudit | null {
+    const organizationId = ctx.config.leadsOrganizationId
+    return organizationId ? { organizationId: organizationId.toLowerCase(), requestId: ctx.requestId } : null
+  }
+
   function throttle(ctx: RequestContext): Record<string, string> {
     const decision = limiter.take(`lead:${ctx.clientKey}`, ctx.now)
     const headers = rateLimitHeaders('leads', limiter.rule, decision)
@@ -140,6 +146,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
         analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
       },
       new Date(ctx.now),
+      leadAudit(ctx),
     )
     return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
   }
@@ -152,6 +159,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
         ctx.deps.db,
         { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
         new Date(ctx.now),
+        leadAudit(ctx),
       )
       return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
     }

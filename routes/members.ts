@@ -6,7 +6,7 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Role } from '../storage/schema.ts'
 import { changeMembership, findMember, listMembers, type Member } from '../storage/users.ts'
-import { protectedErrors, RoleSchema, type Guard } from './access.ts'
+import { auditBy, protectedErrors, RoleSchema, type Guard } from './access.ts'
 import { noContent } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { pathId } from './input.ts'
@@ -61,7 +61,7 @@ export function memberRoutes(guard: Guard, credentials: Credentials): Route[] {
     const member = await targetMember(request, ctx, principal)
     const { role } = await readInput(request, ctx, updateBody)
     assertMayManage(principal, member.role, role)
-    const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, role)
+    const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, role, new Date(ctx.now), auditBy(ctx, principal))
     if (outcome === 'missing') throw new HttpError(404, MEMBER_NOT_FOUND)
     if (outcome === 'last-owner') throw new HttpError(409, LAST_OWNER)
     // The user's sessions, and the keys they created (capped at their role), change on the next request.
@@ -72,7 +72,7 @@ export function memberRoutes(guard: Guard, credentials: Credentials): Route[] {
   async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const member = await targetMember(request, ctx, principal)
     assertMayManage(principal, member.role)
-    const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, null)
+    const outcome = await changeMembership(ctx.deps.db, principal.organizationId, member.user_id, null, new Date(ctx.now), auditBy(ctx, principal))
     if (outcome === 'missing') throw new HttpError(404, MEMBER_NOT_FOUND)
     if (outcome === 'last-owner') throw new HttpError(409, LAST_OWNER)
     // The user's sessions in this organization, and the keys they created, stop on the next request.

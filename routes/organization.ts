@@ -4,7 +4,7 @@
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { findOrganizationSettings, updateOrganizationSettings, type OrganizationSettings } from '../storage/organization-settings.ts'
-import { protectedErrors, type Guard } from './access.ts'
+import { auditBy, protectedErrors, type Guard } from './access.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import type { Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
@@ -43,6 +43,13 @@ const settings = {
     v.maxValue(3650, 'Field decision_retention_days must be a whole number from 1 to 3650'),
     v.description('Days logged decisions are kept (default 400).'),
   ),
+  audit_retention_days: v.pipe(
+    v.number('Field audit_retention_days must be a whole number from 1 to 3650'),
+    v.integer('Field audit_retention_days must be a whole number from 1 to 3650'),
+    v.minValue(1, 'Field audit_retention_days must be a whole number from 1 to 3650'),
+    v.maxValue(3650, 'Field audit_retention_days must be a whole number from 1 to 3650'),
+    v.description('Days audit events are kept (default 400); older ones may be pruned once an export has covered them (steward audit prune).'),
+  ),
 }
 
 const READ_ONLY = ['organization_id', 'ruleset_revision', 'created_at', 'updated_at']
@@ -55,6 +62,7 @@ export const OrganizationUpdateSchema = v.pipe(
       default_decision: v.optional(settings.default_decision),
       unknown_agents: v.optional(settings.unknown_agents),
       decision_retention_days: v.optional(settings.decision_retention_days),
+      audit_retention_days: v.optional(settings.audit_retention_days),
     },
     unknownField(READ_ONLY),
   ),
@@ -69,6 +77,7 @@ export const OrganizationSchema = v.pipe(
     default_decision: settings.default_decision,
     unknown_agents: settings.unknown_agents,
     decision_retention_days: v.pipe(v.number(), v.integer()),
+    audit_retention_days: v.pipe(v.number(), v.integer()),
     ruleset_revision: v.pipe(v.number(), v.integer(), v.description('Bumped by every change to the policies, agents or these settings.')),
     created_at: v.pipe(v.string(), v.isoTimestamp()),
     updated_at: v.pipe(v.string(), v.isoTimestamp(), v.description('When the settings last changed (created_at until then).')),
@@ -83,6 +92,7 @@ function organizationToJson(row: OrganizationSettings): v.InferOutput<typeof Org
     default_decision: row.default_decision,
     unknown_agents: row.unknown_agents,
     decision_retention_days: row.decision_retention_days,
+    audit_retention_days: row.audit_retention_days,
     ruleset_revision: row.ruleset_revision,
     created_at: row.created_at.toISOString(),
     updated_at: (row.updated_at ?? row.created_at).toISOString(),
@@ -103,7 +113,7 @@ export function organizationRoutes(guard: Guard): Route[] {
     if (principal.role !== 'owner') throw new HttpError(403, ONLY_OWNERS)
     const changes = await readInput(request, ctx, updateBody)
     if (Object.keys(changes).length === 0) throw new HttpError(400, NOTHING_TO_CHANGE)
-    const row = await updateOrganizationSettings(ctx.deps.db, principal.organizationId, changes, new Date(ctx.now))
+    const row = await updateOrganizationSettings(ctx.deps.db, principal.organizationId, changes, new Date(ctx.now), auditBy(ctx, principal))
     if (!row) throw new HttpError(404, GONE)
     return json(200, organizationToJson(row))
   }

@@ -21,7 +21,7 @@ import {
   type PolicyVersion,
   type PolicyWrite,
 } from '../storage/policies.ts'
-import { protectedErrors, withinCap, type Guard } from './access.ts'
+import { auditBy, protectedErrors, withinCap, type Guard } from './access.ts'
 import { created, noContent } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { UUID } from '../domain/uuid.ts'
@@ -464,7 +464,7 @@ export function policyRoutes(guard: Guard): Route[] {
     if (named === undefined || named.trim() === '') throw new HttpError(400, ORGANIZATION_REQUIRED)
     const organizationId = ownOrganization(named, principal)
     const policyFields = fieldsFromInput(input)
-    const write = await withinCap(() => createPolicy(ctx.deps.db, organizationId, policyFields, actorOf(principal), new Date(ctx.now), policyCap(ctx)))
+    const write = await withinCap(() => createPolicy(ctx.deps.db, organizationId, policyFields, actorOf(principal), new Date(ctx.now), auditBy(ctx, principal), policyCap(ctx)))
     return created(writeToJson(write), `${ctx.config.productApiUrl}/policies/${write.policy.policy_id}`)
   }
 
@@ -479,7 +479,7 @@ export function policyRoutes(guard: Guard): Route[] {
     const id = policyIdOf(request)
     const changes = await readInput(request, ctx, updateBody)
     if (Object.keys(changes).length === 0) throw new HttpError(400, 'Request body names no field to change')
-    const outcome = id ? await updatePolicy(ctx.deps.db, principal.organizationId, id, (current) => mergeChanges(current, changes), actorOf(principal), new Date(ctx.now)) : 'missing'
+    const outcome = id ? await updatePolicy(ctx.deps.db, principal.organizationId, id, (current) => mergeChanges(current, changes), actorOf(principal), new Date(ctx.now), auditBy(ctx, principal)) : 'missing'
     if (outcome === 'missing') throw new HttpError(404, POLICY_NOT_FOUND)
     if (outcome === 'archived') throw new HttpError(409, POLICY_ARCHIVED)
     return json(200, writeToJson(outcome))
@@ -487,7 +487,7 @@ export function policyRoutes(guard: Guard): Route[] {
 
   async function remove(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = policyIdOf(request)
-    const outcome = id ? await archivePolicy(ctx.deps.db, principal.organizationId, id, actorOf(principal), new Date(ctx.now)) : 'missing'
+    const outcome = id ? await archivePolicy(ctx.deps.db, principal.organizationId, id, actorOf(principal), new Date(ctx.now), auditBy(ctx, principal)) : 'missing'
     if (outcome === 'missing') throw new HttpError(404, POLICY_NOT_FOUND)
     return noContent()
   }
@@ -519,7 +519,7 @@ export function policyRoutes(guard: Guard): Route[] {
     const id = policyIdOf(request)
     const { version: target } = await readInput(request, ctx, rollbackBody)
     const outcome = id
-      ? await withinCap(() => rollbackPolicy(ctx.deps.db, principal.organizationId, id, target, actorOf(principal), new Date(ctx.now), policyCap(ctx)))
+      ? await withinCap(() => rollbackPolicy(ctx.deps.db, principal.organizationId, id, target, actorOf(principal), new Date(ctx.now), auditBy(ctx, principal), policyCap(ctx)))
       : 'missing'
     if (outcome === 'missing') throw new HttpError(404, POLICY_NOT_FOUND)
     if (outcome === 'no-version') throw new HttpError(404, VERSION_NOT_FOUND)

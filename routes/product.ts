@@ -19,6 +19,7 @@ import { keyRoutes } from './keys.ts'
 import { leadListRoutes } from './lead-lists.ts'
 import { memberRoutes } from './members.ts'
 import { organizationRoutes } from './organization.ts'
+import { auditRoutes } from './audit.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
 import { createRateLimiter } from './ratelimit.ts'
@@ -57,6 +58,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...decisionRoutes(guard, { sets, writer }),
       ...leadListRoutes(guard),
       ...approvalRoutes(guard, approvals),
+      ...auditRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>

@@ -3,6 +3,7 @@
 // revision in the same transaction, so decisions everywhere see it on their next request.
 // Knows nothing of HTTP.
 import type { Kysely, Transaction } from 'kysely'
+import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
 import type { AgentTable, Database } from './schema.ts'
@@ -82,7 +83,12 @@ async function assertOwnerIsMember(db: Db, organizationId: string, userId: strin
 }
 
 /** Creates an agent under the cap; HandleTakenError when the handle is in use. */
-export async function createAgent(db: Kysely<Database>, organizationId: string, fields: AgentFields, now: Date, cap: Cap): Promise<Agent> {
+/** What an agent event says about the agent. */
+function agentData(agent: Agent): Record<string, unknown> {
+  return { agent_id: agent.agent_id, handle: agent.handle, status: agent.status, display_name: agent.display_name, owner_user_id: agent.owner_user_id }
+}
+
+export async function createAgent(db: Kysely<Database>, organizationId: string, fields: AgentFields, now: Date, cap: Cap, by: AuditBy): Promise<Agent> {
   return db.transaction().execute(async (trx) => {
     await lockOrganization(trx, organizationId)
     await assertOwnerIsMember(trx, organizationId, fields.owner_user_id)
@@ -95,7 +101,9 @@ export async function createAgent(db: Kysely<Database>, organizationId: string, 
       .returning(COLUMNS)
       .executeTakeFirstOrThrow()
     await bumpRulesetRevision(trx, organizationId)
-    return toAgent(row)
+    const agent = toAgent(row)
+    await recordEvent(trx, eventBy(by, organizationId, 'agent.created', { type: 'agent', id: agent.agent_id }, { ...agentData(agent), labels: agent.labels }, now))
+    return agent
   })
 }
 
@@ -104,7 +112,7 @@ export async function createAgent(db: Kysely<Database>, organizationId: string, 
  * Parallel first decisions for one handle make one row: insert … on conflict do nothing, then
  * read. Null when the organization is at its agent cap (nothing is created).
  */
-export async function discoverAgent(db: Kysely<Database>, organizationId: string, handle: string, now: Date, cap: Cap): Promise<Agent | null> {
+export async function discoverAgent(db: Kysely<Database>, organizationId: string, handle: string, now: Date, cap: Cap, by: AuditBy): Promise<Agent | null> {
   return db.transaction().execute(async (trx) => {
     await lockOrganization(trx, organizationId)
     const existing = await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirst()
@@ -116,7 +124,10 @@ export async function discoverAgent(db: Kysely<Database>, organizationId: string
       .onConflict((oc) => oc.columns(['organization_id', 'handle']).doNothing())
       .returning(COLUMNS)
       .executeTakeFirst()
-    if (inserted) await bumpRulesetRevision(trx, organizationId)
+    if (inserted) {
+      await bumpRulesetRevision(trx, organizationId)
+      await recordEvent(trx, eventBy(by, organizationId, 'agent.discovered', { type: 'agent', id: inserted.agent_id }, agentData(toAgent(inserted)), now))
+    }
     const row = inserted ?? (await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirstOrThrow())
     return toAgent(row)
   })
@@ -145,7 +156,7 @@ export async function listAgents(db: Db, organizationId: string, page: { status:
 }
 
 /** Applies the changed fields; null when the agent is not in the organization. */
-export async function updateAgent(db: Kysely<Database>, organizationId: string, agentId: string, changes: Partial<AgentFields>, now: Date): Promise<Agent | null> {
+export async function updateAgent(db: Kysely<Database>, organizationId: string, agentId: string, changes: Partial<AgentFields>, now: Date, by: AuditBy): Promise<Agent | null> {
   return db.transaction().execute(async (trx) => {
     if (changes.owner_user_id !== undefined) await assertOwnerIsMember(trx, organizationId, changes.owner_user_id)
     if (changes.handle !== undefined) {
@@ -168,16 +179,21 @@ export async function updateAgent(db: Kysely<Database>, organizationId: string, 
       .executeTakeFirst()
     if (!row) return null
     await bumpRulesetRevision(trx, organizationId)
-    return toAgent(row)
+    const agent = toAgent(row)
+    // A change that suspends is recorded as a suspension; any other change (resuming included) as an update.
+    const type = changes.status === 'suspended' ? 'agent.suspended' : 'agent.updated'
+    await recordEvent(trx, eventBy(by, organizationId, type, { type: 'agent', id: agentId }, { ...agentData(agent), changed: Object.keys(changes), changes }, now))
+    return agent
   })
 }
 
 /** Deletes the agent and (by cascade) its keys; its logged decisions stay. */
-export async function deleteAgent(db: Kysely<Database>, organizationId: string, agentId: string): Promise<boolean> {
+export async function deleteAgent(db: Kysely<Database>, organizationId: string, agentId: string, now: Date, by: AuditBy): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
-    const result = await trx.deleteFrom('agents').where('organization_id', '=', organizationId).where('agent_id', '=', agentId).executeTakeFirst()
-    if (Number(result.numDeletedRows) === 0) return false
+    const deleted = await trx.deleteFrom('agents').where('organization_id', '=', organizationId).where('agent_id', '=', agentId).returning(COLUMNS).executeTakeFirst()
+    if (!deleted) return false
     await bumpRulesetRevision(trx, organizationId)
+    await recordEvent(trx, eventBy(by, organizationId, 'agent.deleted', { type: 'agent', id: agentId }, agentData(toAgent(deleted)), now))
     return true
   })
 }

@@ -4,6 +4,8 @@
 // the approval id on the channel below, in the same transaction, so waiters in other processes
 // wake up. Knows nothing of HTTP.
 import { sql, type Kysely, type Transaction } from 'kysely'
+import type { AuditEventType } from '../domain/audit.ts'
+import { BY_SYSTEM, eventBy, recordEvent, recordEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import type { ApprovalStatus, Database } from './schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -79,6 +81,42 @@ export function effectiveStatus(approval: Pick<ApprovalRecord, 'status' | 'expir
 export function asOf(approval: ApprovalRecord, now: Date): ApprovalRecord {
   const status = effectiveStatus(approval, now)
   return status === approval.status ? approval : { ...approval, status }
+}
+
+/** What every approval event says about the approval: enough to know what was asked. */
+function approvalData(approval: Pick<ApprovalRecord, 'approval_id' | 'agent_id' | 'agent_handle' | 'action' | 'resource'>): Record<string, unknown> {
+  return { approval_id: approval.approval_id, agent_id: approval.agent_id, agent_handle: approval.agent_handle, action: approval.action, resource: approval.resource }
+}
+
+function approvalEvent(by: AuditBy, approval: Parameters<typeof approvalData>[0] & { organization_id: string }, type: AuditEventType, extra: Record<string, unknown>, now: Date): AuditEventInput {
+  return eventBy(by, approval.organization_id, type, { type: 'approval', id: approval.approval_id }, { ...approvalData(approval), ...extra }, now)
+}
+
+/**
+ * approval.requested: what an approver needs to decide (and what a webhook forwards): the agent,
+ * the action, resource and arguments with their hash, the policies that asked, and until when.
+ */
+export function approvalRequestedEvent(approval: NewApproval, by: AuditBy, now: Date): AuditEventInput {
+  return approvalEvent(
+    by,
+    approval,
+    'approval.requested',
+    {
+      decision_id: approval.decision_id,
+      args: approval.args,
+      args_sha256: approval.args_sha256,
+      policies: approval.policies,
+      approvers_required: approval.approvers_required,
+      approver_roles: approval.approver_roles,
+      expires_at: approval.expires_at.toISOString(),
+    },
+    now,
+  )
+}
+
+/** approval.consumed: the decision that used it. */
+export function approvalConsumedEvent(approval: ApprovalRecord, by: AuditBy, now: Date): AuditEventInput {
+  return approvalEvent(by, approval, 'approval.consumed', { decision_id: approval.consumed_decision_id }, now)
 }
 
 /** A new pending approval, written in the transaction of its decision. */
@@ -188,6 +226,7 @@ export async function voteOnApproval(
   voter: Voter,
   now: Date,
   check: (approval: ApprovalRecord, facts: VoteFacts) => void,
+  by: AuditBy,
 ): Promise<VoteOutcome> {
   return db.transaction().execute(async (trx) => {
     const row = await trx.selectFrom('approvals').selectAll().where('organization_id', '=', organizationId).where('approval_id', '=', approvalId).forUpdate().executeTakeFirst()
@@ -218,6 +257,7 @@ export async function voteOnApproval(
     }
     if (next === null) return { kind: 'voted', approval, changed: false }
     await trx.updateTable('approvals').set(next).where('approval_id', '=', approvalId).execute()
+    await recordEvent(trx, approvalEvent(by, approval, next.status === 'approved' ? 'approval.approved' : 'approval.denied', { vote: voter.vote, note: voter.note, use_by: next.use_by?.toISOString() ?? null }, now))
     await notifyChanged(trx, approvalId)
     return { kind: 'voted', approval: { ...approval, ...next }, changed: true }
   })
@@ -241,7 +281,7 @@ export async function consumeApproval(db: Db, organizationId: string, approvalId
 }
 
 /** Cancels a pending approval (of one agent, for an agent key). */
-export async function cancelApproval(db: Kysely<Database>, organizationId: string, approvalId: string, agentId: string | null, by: string, now: Date): Promise<VoteOutcome> {
+export async function cancelApproval(db: Kysely<Database>, organizationId: string, approvalId: string, agentId: string | null, cancelledBy: string, now: Date, by: AuditBy): Promise<VoteOutcome> {
   return db.transaction().execute(async (trx) => {
     let query = trx.selectFrom('approvals').selectAll().where('organization_id', '=', organizationId).where('approval_id', '=', approvalId)
     if (agentId !== null) query = query.where('agent_id', '=', agentId)
@@ -249,8 +289,9 @@ export async function cancelApproval(db: Kysely<Database>, organizationId: strin
     if (!row) return { kind: 'not_found' }
     const approval = toApproval(row as Record<string, unknown>)
     if (effectiveStatus(approval, now) !== 'pending') return { kind: 'closed', approval: asOf(approval, now) }
-    const next = { status: 'cancelled' as const, decided_at: now, cancelled_by: by }
+    const next = { status: 'cancelled' as const, decided_at: now, cancelled_by: cancelledBy }
     await trx.updateTable('approvals').set(next).where('approval_id', '=', approvalId).execute()
+    await recordEvent(trx, approvalEvent(by, approval, 'approval.cancelled', {}, now))
     await notifyChanged(trx, approvalId)
     return { kind: 'voted', approval: { ...approval, ...next }, changed: true }
   })
@@ -262,21 +303,38 @@ export async function cancelApproval(db: Kysely<Database>, organizationId: strin
  * also notifies the waiters of every row it changed. Returns the ids it expired.
  */
 export async function expireDue(db: Db, now: Date): Promise<string[]> {
-  const pending = await sql<{ approval_id: string }>`
-    with expired as (
-      update approvals set status = 'expired', decided_at = ${now}
-      where status = 'pending' and expires_at <= ${now}
-      returning approval_id
-    )
-    select approval_id, pg_notify(${APPROVAL_CHANNEL}, approval_id::text) from expired
-  `.execute(db)
-  const unused = await sql<{ approval_id: string }>`
-    with expired as (
-      update approvals set status = 'expired'
-      where status = 'approved' and use_by <= ${now}
-      returning approval_id
-    )
-    select approval_id, pg_notify(${APPROVAL_CHANNEL}, approval_id::text) from expired
-  `.execute(db)
-  return [...pending.rows, ...unused.rows].map((row) => row.approval_id)
+  const work = async (trx: Db): Promise<string[]> => {
+    const pending = await sql<ExpiredRow>`
+      with expired as (
+        update approvals set status = 'expired', decided_at = ${now}
+        where status = 'pending' and expires_at <= ${now}
+        returning approval_id, organization_id, agent_id, agent_handle, action, resource
+      )
+      select *, pg_notify(${APPROVAL_CHANNEL}, approval_id::text) from expired
+    `.execute(trx)
+    const unused = await sql<ExpiredRow>`
+      with expired as (
+        update approvals set status = 'expired'
+        where status = 'approved' and use_by <= ${now}
+        returning approval_id, organization_id, agent_id, agent_handle, action, resource
+      )
+      select *, pg_notify(${APPROVAL_CHANNEL}, approval_id::text) from expired
+    `.execute(trx)
+    // The sweeper acts: the system expired them.
+    await recordEvents(trx, [
+      ...pending.rows.map((row) => approvalEvent(BY_SYSTEM, row, 'approval.expired', { was: 'pending' }, now)),
+      ...unused.rows.map((row) => approvalEvent(BY_SYSTEM, row, 'approval.expired', { was: 'approved' }, now)),
+    ])
+    return [...pending.rows, ...unused.rows].map((row) => row.approval_id)
+  }
+  return db.isTransaction ? work(db) : (db as Kysely<Database>).transaction().execute(work)
+}
+
+interface ExpiredRow {
+  approval_id: string
+  organization_id: string
+  agent_id: string
+  agent_handle: string
+  action: string
+  resource: string
 }

@@ -4,7 +4,8 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely'
 import type { PolicyInput } from '../engine/index.ts'
 import { toAgent, type Agent } from './agents.ts'
-import { consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
+import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
+import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
 import type { Database, DecisionTable } from './schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -204,6 +205,8 @@ export interface PendingDecision {
   approval?: NewApproval | null
   /** The approved approval this decision (an allow) uses: consumed in the same transaction, or the decision is not logged. */
   consume?: string | null
+  /** Who asked, for the audit events of the approval it creates or uses (the system when absent). */
+  audit?: AuditBy
 }
 
 /** What a write did for one pending decision: logged, or lost an idempotency race to an earlier answer. */
@@ -355,8 +358,9 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
     }
     const rows = batch.filter((_, index) => outcomes[index]!.kind === 'logged').map((item) => item.record)
     if (rows.length > 0) await insertDecisions(trx, rows)
-    const approvals = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged').map((item) => item.approval!)
-    await insertApprovals(trx, approvals)
+    const creating = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged')
+    await insertApprovals(trx, creating.map((item) => item.approval!))
+    await recordEvents(trx, creating.map((item) => approvalRequestedEvent(item.approval!, item.audit ?? BY_SYSTEM, item.record.evaluated_at)))
     return outcomes
   })
 }
@@ -371,7 +375,11 @@ async function consumeApprovals(trx: Transaction<Database>, batch: readonly Pend
   for (const [index, item] of batch.entries()) {
     if (!item.consume || outcomes[index]!.kind !== 'logged') continue
     const { record } = item
-    if (await consumeApproval(trx, record.organization_id, item.consume, record.decision_id, record.evaluated_at)) continue
+    const consumed = await consumeApproval(trx, record.organization_id, item.consume, record.decision_id, record.evaluated_at)
+    if (consumed) {
+      await recordEvents(trx, [approvalConsumedEvent(consumed, item.audit ?? BY_SYSTEM, record.evaluated_at)])
+      continue
+    }
     outcomes[index] = { kind: 'consume_lost' }
     if (item.idempotency) {
       await trx

@@ -3,6 +3,7 @@
 // Nothing here looks at whether the email has an account until the invitee accepts, so an
 // invitation tells the inviter nothing about other organizations. Knows nothing of HTTP.
 import type { Kysely } from 'kysely'
+import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import type { Database, Role } from './schema.ts'
 import { generateSecret, hashSecret } from './secrets.ts'
@@ -41,6 +42,7 @@ export async function createInvitation(
   input: { organizationId: string; email: string; role: Role; invitedBy: string; ttlSeconds: number },
   cap: Cap,
   now: Date,
+  by: AuditBy,
 ): Promise<InviteOutcome> {
   const email = input.email.trim()
   const normalized = normalizeEmail(email)
@@ -90,7 +92,12 @@ export async function createInvitation(
       })
       .returning(COLUMNS)
       .executeTakeFirstOrThrow()
-    return { outcome: 'created', invitation: toInvitation(row), secret }
+    const invitation = toInvitation(row)
+    await recordEvent(
+      trx,
+      eventBy(by, input.organizationId, 'invitation.created', { type: 'invitation', id: invitation.id }, { invitation_id: invitation.id, email: invitation.email, role: invitation.role, expires_at: invitation.expires_at.toISOString() }, now),
+    )
+    return { outcome: 'created', invitation, secret }
   })
 }
 
@@ -142,16 +149,21 @@ export async function findOpenInvitation(db: Kysely<Database>, organizationId: s
 }
 
 /** Revokes an open invitation; false when it was not open (already used, revoked or missing). */
-export async function revokeInvitation(db: Kysely<Database>, organizationId: string, id: string, now: Date): Promise<boolean> {
-  const result = await db
-    .updateTable('invitations')
-    .set({ revoked_at: now })
-    .where('organization_id', '=', organizationId)
-    .where('id', '=', id)
-    .where('accepted_at', 'is', null)
-    .where('revoked_at', 'is', null)
-    .executeTakeFirst()
-  return Number(result.numUpdatedRows) > 0
+export async function revokeInvitation(db: Kysely<Database>, organizationId: string, id: string, now: Date, by: AuditBy): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('invitations')
+      .set({ revoked_at: now })
+      .where('organization_id', '=', organizationId)
+      .where('id', '=', id)
+      .where('accepted_at', 'is', null)
+      .where('revoked_at', 'is', null)
+      .returning(['id', 'email', 'role'])
+      .executeTakeFirst()
+    if (!row) return false
+    await recordEvent(trx, eventBy(by, organizationId, 'invitation.revoked', { type: 'invitation', id }, { invitation_id: id, email: row.email, role: row.role }, now))
+    return true
+  })
 }
 
 /** An open invitation found by its secret's hash, with the account its email has, if any. */
@@ -204,6 +216,7 @@ export async function acceptInvitation(
   invitation: Invitation,
   account: { userId: string } | { passwordHash: string },
   now: Date,
+  requestId: string | null,
 ): Promise<AcceptOutcome> {
   return db
     .transaction()
@@ -227,11 +240,20 @@ export async function acceptInvitation(
       }
       await trx.updateTable('invitations').set({ accepted_user_id: userId }).where('id', '=', invitation.id).execute()
       // Already a member (e.g. the operator added them meanwhile): the existing role stands.
-      await trx
+      const added = await trx
         .insertInto('memberships')
         .values({ user_id: userId, organization_id: invitation.organization_id, role: invitation.role, created_at: now })
         .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doNothing())
-        .execute()
+        .returning('user_id')
+        .executeTakeFirst()
+      // The invitee acts: accepting makes them a member.
+      if (added) {
+        const by: AuditBy = { actor: { type: 'user', id: userId }, requestId }
+        await recordEvent(
+          trx,
+          eventBy(by, invitation.organization_id, 'member.added', { type: 'user', id: userId }, { user_id: userId, role: invitation.role, email: invitation.email, invitation_id: invitation.id }, now),
+        )
+      }
       const member = await trx
         .selectFrom('memberships as m')
         .innerJoin('users as u', 'u.id', 'm.user_id')

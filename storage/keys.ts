@@ -3,6 +3,8 @@
 import { sql, type Kysely } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
+import { ROLE_SCOPES } from '../domain/scopes.ts'
+import { eventBy, executeWithEvents, recordEvent, type AuditBy, type AuditEventInput } from './audit.ts'
 import type { Database } from './schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
 
@@ -75,12 +77,14 @@ async function insertApiKey(
   input: NewApiKey,
   issuerKeyId: string | null,
   now: Date,
+  event: ((key: ApiKeyRow) => AuditEventInput) | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
   const secret = generateSecret('key')
-  const row = await db
+  const id = crypto.randomUUID()
+  const query = db
     .insertInto('api_keys')
     .values({
-      id: crypto.randomUUID(),
+      id,
       organization_id: input.organizationId,
       name: input.name,
       role: input.role,
@@ -94,8 +98,36 @@ async function insertApiKey(
       expires_at: input.expiresAt,
     })
     .returning(COLUMNS)
-    .executeTakeFirstOrThrow()
-  return { key: toRow(row as ApiKeyRow), secret }
+  // The event is known before the insert (the id is made here): both go in one statement.
+  const expected: ApiKeyRow = {
+    id,
+    organization_id: input.organizationId,
+    name: input.name,
+    role: input.role,
+    display_prefix: displayPrefix(secret),
+    created_by_user_id: input.createdByUserId,
+    created_by_key_id: input.createdByKeyId,
+    created_at: now,
+    expires_at: input.expiresAt,
+    revoked_at: null,
+    last_used_at: null,
+    replaced_by: null,
+  }
+  const rows = await executeWithEvents(db, query.compile(), event ? [event(expected)] : [])
+  return { key: toRow(rows[0] as ApiKeyRow), secret }
+}
+
+/** What a key event says about a key: never its secret or hash. */
+function keyData(key: ApiKeyRow & { agent_id?: string | null }): Record<string, unknown> {
+  return {
+    key_id: key.id,
+    name: key.name,
+    role: key.role,
+    scopes: ROLE_SCOPES[key.role],
+    prefix: key.display_prefix,
+    expires_at: key.expires_at?.toISOString() ?? null,
+    agent_id: key.agent_id ?? null,
+  }
 }
 
 /** Active keys of the organization: not revoked and not expired. */
@@ -119,13 +151,15 @@ export async function createApiKey(
   db: Kysely<Database>,
   input: NewApiKey,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
-  if (cap === null) return insertApiKey(db, input, input.createdByKeyId, now)
   return db.transaction().execute(async (trx) => {
-    await lockOrganization(trx, input.organizationId)
-    assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
-    return insertApiKey(trx, input, input.createdByKeyId, now)
+    if (cap !== null) {
+      await lockOrganization(trx, input.organizationId)
+      assertBelowCap(await countActiveKeys(trx, input.organizationId, now), cap)
+    }
+    return insertApiKey(trx, input, input.createdByKeyId, now, (key) => eventBy(by, input.organizationId, 'key.created', { type: 'key', id: key.id }, keyData({ ...key, agent_id: input.agentId ?? null }), now))
   })
 }
 
@@ -191,7 +225,7 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
  * them. Walks already-revoked keys too, so revoking again reaches anything still alive below.
  * Returns the ids of the keys this call revoked (empty: nothing was active).
  */
-export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date): Promise<string[]> {
+export async function revokeApiKey(db: Kysely<Database>, organizationId: string, keyId: string, now: Date, by: AuditBy): Promise<string[]> {
   return db.transaction().execute(async (trx) => {
     const revoked = await sql<{ id: string }>`
       with recursive tree(id) as (
@@ -201,9 +235,15 @@ export async function revokeApiKey(db: Kysely<Database>, organizationId: string,
       )
       update api_keys set revoked_at = ${now}
       where id in (select id from tree) and revoked_at is null
-      returning id
+      returning id, name, role, display_prefix
     `.execute(trx)
     const ids = revoked.rows.map((row) => row.id)
+    for (const row of revoked.rows as unknown as { id: string; name: string; role: Role; display_prefix: string }[]) {
+      const data: Record<string, unknown> = { key_id: row.id, name: row.name, role: row.role, prefix: row.display_prefix }
+      // A key revoked because the key that issued it was: says which revocation took it.
+      if (row.id !== keyId) data.revoked_with = keyId
+      await recordEvent(trx, eventBy(by, organizationId, 'key.revoked', { type: 'key', id: row.id }, data, now))
+    }
     if (ids.length > 0) {
       await trx.updateTable('token_families').set({ revoked_at: now }).where('api_key_id', 'in', ids).where('revoked_at', 'is', null).execute()
     }
@@ -230,6 +270,7 @@ export async function rotateApiKey(
   creator: { userId: string | null; keyId: string | null },
   oldKeyUntil: Date | null,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<{ key: ApiKeyRow; secret: string } | null> {
   return db.transaction().execute(async (trx) => {
@@ -268,6 +309,10 @@ export async function rotateApiKey(
       .set(oldKeyUntil ? { replaced_by: created.key.id, expires_at: until } : { replaced_by: created.key.id, revoked_at: now })
       .where('id', '=', keyId)
       .execute()
+    await recordEvent(
+      trx,
+      eventBy(by, organizationId, 'key.rotated', { type: 'key', id: keyId }, { ...keyData({ ...created.key, agent_id: old.agent_id }), key_id: keyId, new_key_id: created.key.id, old_key_until: oldKeyUntil ? until?.toISOString() ?? null : now.toISOString() }, now),
+    )
     return created
   })
 }

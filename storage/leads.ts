@@ -1,5 +1,5 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
 import type { Database, DemoRequestTable } from './schema.ts'
 
@@ -22,19 +22,44 @@ export interface NewSubscription {
  * statement cost about 18 µs per call against 2–4 µs for the tag, on the busiest public route.
  * The text is what the builder produced.
  */
-export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date): Promise<boolean> {
-  const { rows } = await sql<{ id: number }>`insert into "demo_requests" ("email", "first_name", "last_name", "company", "linkedin", "phone", "source", "analytics_distinct_id", "email_normalized", "received_at")
+export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date, audit: LeadAudit | null = null): Promise<boolean> {
+  const insert = sql`insert into "demo_requests" ("email", "first_name", "last_name", "company", "linkedin", "phone", "source", "analytics_distinct_id", "email_normalized", "received_at")
     values (${lead.email}, ${lead.first_name}, ${lead.last_name}, ${lead.company}, ${lead.linkedin}, ${lead.phone}, ${lead.source}, ${lead.analytics_distinct_id}, ${normalizeEmail(lead.email)}, ${receivedAt})
-    on conflict ("email_normalized") do nothing returning "id"`.execute(db)
+    on conflict ("email_normalized") do nothing returning "id"`
+  const { rows } = await (audit ? withLeadEvent(insert, 'demo', '/demo-request', lead.email, receivedAt, audit) : sql<{ id: number }>`${insert}`).execute(db)
   return rows.length > 0
 }
 
 /** As above, for the newsletter list (which /waitlist shares). */
-export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date): Promise<boolean> {
-  const { rows } = await sql<{ id: number }>`insert into "newsletter_subscriptions" ("email", "source", "analytics_distinct_id", "via", "email_normalized", "received_at")
+export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date, audit: LeadAudit | null = null): Promise<boolean> {
+  const insert = sql`insert into "newsletter_subscriptions" ("email", "source", "analytics_distinct_id", "via", "email_normalized", "received_at")
     values (${lead.email}, ${lead.source}, ${lead.analytics_distinct_id}, ${lead.via}, ${normalizeEmail(lead.email)}, ${receivedAt})
-    on conflict ("email_normalized") do nothing returning "id"`.execute(db)
+    on conflict ("email_normalized") do nothing returning "id"`
+  const { rows } = await (audit ? withLeadEvent(insert, 'newsletter', lead.via, lead.email, receivedAt, audit) : sql<{ id: number }>`${insert}`).execute(db)
   return rows.length > 0
+}
+
+/** Where a stored lead is recorded as `lead.created`: the organization that holds the leads. */
+export interface LeadAudit {
+  readonly organizationId: string
+  readonly requestId: string | null
+}
+
+/**
+ * The insert and its `lead.created` event as one statement (so one atomic write, as before): the
+ * event names the lead by list and id, the form, and only the domain of the email; the person's
+ * details stay in the lead list, where they can be deleted without editing the audit log.
+ */
+function withLeadEvent(insert: RawBuilder<unknown>, list: LeadList, form: string, email: string, at: Date, audit: LeadAudit) {
+  const domain = normalizeEmail(email).split('@').pop() ?? ''
+  return sql<{ id: number }>`with lead as (${insert}),
+    event as (
+      insert into "audit_events" ("organization_id", "occurred_at", "actor_type", "actor_id", "type", "target_type", "target_id", "data", "request_id")
+      select ${audit.organizationId}::uuid, ${at}, 'system', null, 'lead.created', 'lead', ${list} || ':' || lead.id,
+        jsonb_build_object('lead_id', lead.id, 'list', ${list}::text, 'form', ${form}::text, 'email_domain', ${domain}::text), ${audit.requestId}
+      from lead
+    )
+    select id from lead`
 }
 
 export type LeadList = 'demo' | 'newsletter'

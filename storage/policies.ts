@@ -3,6 +3,8 @@
 // rows. Every write (create, change, archive, rollback) happens in one transaction that also
 // records the new version and bumps the organization's ruleset revision. Knows nothing of HTTP.
 import { sql, type Kysely, type Transaction } from 'kysely'
+import type { AuditEventType } from '../domain/audit.ts'
+import { eventBy, executeWithEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
 import type { Database } from './schema.ts'
@@ -123,9 +125,12 @@ function columnsOf(fields: PolicyFields): Record<string, unknown> {
   }
 }
 
-/** Records the policy row as it now stands as its version `policy.version`, written by `actor`. */
-async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: string, now: Date): Promise<void> {
-  await trx
+/**
+ * Records the policy row as it now stands as its version `policy.version`, written by `actor`,
+ * with the policy's audit event in the same statement.
+ */
+async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: string, now: Date, event: AuditEventInput): Promise<void> {
+  const query = trx
     .insertInto('policy_versions')
     .values({
       ...(columnsOf(policy) as Record<string, never>),
@@ -136,7 +141,17 @@ async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: 
       created_at: now,
       created_by: actor,
     } as never)
-    .execute()
+    .returning('version')
+  await executeWithEvents(trx, query.compile(), [event])
+}
+
+const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
+
+/** The policy's audit event: what it now is, and (for a change) which fields differ from before. */
+function policyEvent(by: AuditBy, type: AuditEventType, policy: Policy, before: Policy | null, extra: Record<string, unknown>, now: Date): AuditEventInput {
+  const data: Record<string, unknown> = { policy_id: policy.policy_id, version: policy.version, name: policy.name, effect: policy.effect, mode: policy.mode, enabled: policy.enabled, ...extra }
+  if (before) data.changed = FIELD_NAMES.filter((field) => JSON.stringify(before[field]) !== JSON.stringify(policy[field]))
+  return eventBy(by, policy.organization_id, type, { type: 'policy', id: policy.policy_id }, data, now)
 }
 
 async function assertRoomFor(trx: Transaction<Database>, organizationId: string, cap: Cap | null): Promise<void> {
@@ -161,6 +176,7 @@ export async function createPolicy(
   fields: PolicyFields,
   createdBy: string,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<PolicyWrite> {
   return db.transaction().execute(async (trx) => {
@@ -179,7 +195,7 @@ export async function createPolicy(
       .returningAll()
       .executeTakeFirstOrThrow()
     const policy = toPolicy(row)
-    await recordVersion(trx, policy, createdBy, now)
+    await recordVersion(trx, policy, createdBy, now, policyEvent(by, 'policy.created', policy, null, {}, now))
     return { policy, rulesetRevision: await bumpRulesetRevision(trx, organizationId) }
   })
 }
@@ -231,7 +247,15 @@ async function lockPolicy(trx: Transaction<Database>, organizationId: string, po
 }
 
 /** Writes the next version of a locked policy: new content, archived or not, one more version. */
-async function writeNextVersion(trx: Transaction<Database>, current: Policy, fields: PolicyFields, archivedAt: Date | null, actor: string, now: Date): Promise<PolicyWrite> {
+async function writeNextVersion(
+  trx: Transaction<Database>,
+  current: Policy,
+  fields: PolicyFields,
+  archivedAt: Date | null,
+  actor: string,
+  now: Date,
+  event: { by: AuditBy; type: AuditEventType; extra?: Record<string, unknown> },
+): Promise<PolicyWrite> {
   const row = await trx
     .updateTable('policies')
     .set({ ...(columnsOf(fields) as Record<string, never>), archived_at: archivedAt, updated_at: now, version: current.version + 1 })
@@ -240,7 +264,7 @@ async function writeNextVersion(trx: Transaction<Database>, current: Policy, fie
     .returningAll()
     .executeTakeFirstOrThrow()
   const policy = toPolicy(row)
-  await recordVersion(trx, policy, actor, now)
+  await recordVersion(trx, policy, actor, now, policyEvent(event.by, event.type, policy, event.type === 'policy.archived' ? null : current, event.extra ?? {}, now))
   return { policy, rulesetRevision: await bumpRulesetRevision(trx, current.organization_id) }
 }
 
@@ -258,24 +282,25 @@ export async function updatePolicy(
   change: (current: Policy) => PolicyFields,
   actor: string,
   now: Date,
+  by: AuditBy,
 ): Promise<UpdateOutcome> {
   return db.transaction().execute(async (trx) => {
     const current = await lockPolicy(trx, organizationId, policyId)
     if (!current) return 'missing'
     if (current.archived_at !== null) return 'archived'
-    return writeNextVersion(trx, current, change(current), null, actor, now)
+    return writeNextVersion(trx, current, change(current), null, actor, now, { by, type: 'policy.updated' })
   })
 }
 
 export type ArchiveOutcome = PolicyWrite | 'missing' | 'already-archived'
 
 /** Archives a policy: it stops applying; it and its versions stay readable. */
-export async function archivePolicy(db: Kysely<Database>, organizationId: string, policyId: string, actor: string, now: Date): Promise<ArchiveOutcome> {
+export async function archivePolicy(db: Kysely<Database>, organizationId: string, policyId: string, actor: string, now: Date, by: AuditBy): Promise<ArchiveOutcome> {
   return db.transaction().execute(async (trx) => {
     const current = await lockPolicy(trx, organizationId, policyId)
     if (!current) return 'missing'
     if (current.archived_at !== null) return 'already-archived'
-    return writeNextVersion(trx, current, current, now, actor, now)
+    return writeNextVersion(trx, current, current, now, actor, now, { by, type: 'policy.archived' })
   })
 }
 
@@ -292,6 +317,7 @@ export async function rollbackPolicy(
   version: number,
   actor: string,
   now: Date,
+  by: AuditBy,
   cap: Cap | null = null,
 ): Promise<RollbackOutcome> {
   return db.transaction().execute(async (trx) => {
@@ -301,7 +327,11 @@ export async function rollbackPolicy(
     if (!target) return 'no-version'
     if (current.archived_at !== null && !target.archived) await assertRoomFor(trx, organizationId, cap)
     const archivedAt = target.archived ? (current.archived_at ?? now) : null
-    return writeNextVersion(trx, current, fieldsOf(target as unknown as Record<string, unknown>), archivedAt, actor, now)
+    return writeNextVersion(trx, current, fieldsOf(target as unknown as Record<string, unknown>), archivedAt, actor, now, {
+      by,
+      type: 'policy.rolled_back',
+      extra: { from_version: current.version, to_content_of_version: version, archived: archivedAt !== null },
+    })
   })
 }
 

@@ -1,6 +1,7 @@
 // Sessions: token families, access tokens and rotating refresh tokens, stored only as SHA-256.
 // All times come from the caller's clock, never SQL now(), so tests can move time. Knows
 // nothing of HTTP.
+import { recordEvents, type AuditEventInput } from './audit.ts'
 import type { Kysely } from 'kysely'
 import type { Database, Role } from './schema.ts'
 import { lowerRole } from '../domain/roles.ts'
@@ -55,8 +56,11 @@ export async function startSession(
   lifetimes: { accessSeconds: number; refreshSeconds: number | null },
   now: Date,
   limits: SessionLimits | null = null,
+  /** Events recorded with the session (login.succeeded), in its transaction. */
+  events: readonly AuditEventInput[] = [],
 ): Promise<IssuedTokens> {
   return db.transaction().execute(async (trx) => {
+    await recordEvents(trx, events)
     const ended = owner.userId !== null && limits !== null ? await makeRoomForSession(trx, owner.userId, limits, now) : []
     const familyId = crypto.randomUUID()
     await trx

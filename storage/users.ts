@@ -1,6 +1,7 @@
 // Users and their memberships (user, organization, role). Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
+import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import type { Database, Role } from './schema.ts'
 
 export interface User {
@@ -43,13 +44,23 @@ export async function findUserByEmail(db: Kysely<Database>, email: string): Prom
 }
 
 
+/** Runs `work` in `db` when it is already a transaction, else in a new one. */
+export function inTransaction<T>(db: Kysely<Database>, work: (trx: Kysely<Database>) => Promise<T>): Promise<T> {
+  return db.isTransaction ? work(db) : db.transaction().execute(work)
+}
+
 /** Adds the membership, or changes its role when it exists. */
-export async function setMembership(db: Kysely<Database>, userId: string, organizationId: string, role: Role, now: Date): Promise<void> {
-  await db
-    .insertInto('memberships')
-    .values({ user_id: userId, organization_id: organizationId, role, created_at: now })
-    .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doUpdateSet({ role }))
-    .execute()
+export async function setMembership(db: Kysely<Database>, userId: string, organizationId: string, role: Role, now: Date, by: AuditBy): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    const before = await trx.selectFrom('memberships').select('role').where('organization_id', '=', organizationId).where('user_id', '=', userId).forUpdate().executeTakeFirst()
+    await trx
+      .insertInto('memberships')
+      .values({ user_id: userId, organization_id: organizationId, role, created_at: now })
+      .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doUpdateSet({ role }))
+      .execute()
+    if (!before) await recordEvent(trx, eventBy(by, organizationId, 'member.added', { type: 'user', id: userId }, { user_id: userId, role }, now))
+    else if (before.role !== role) await recordEvent(trx, eventBy(by, organizationId, 'member.changed', { type: 'user', id: userId }, { user_id: userId, role_from: before.role, role }, now))
+  })
 }
 
 export async function listMembershipsOfUser(db: Kysely<Database>, userId: string): Promise<Membership[]> {
@@ -102,8 +113,10 @@ export async function changeMembership(
   organizationId: string,
   userId: string,
   role: Role | null,
+  now: Date,
+  by: AuditBy,
 ): Promise<'changed' | 'missing' | 'last-owner'> {
-  return db.transaction().execute((trx) => changeMembershipIn(trx, organizationId, userId, role))
+  return db.transaction().execute((trx) => changeMembershipIn(trx, organizationId, userId, role, now, by))
 }
 
 /**
@@ -116,6 +129,7 @@ export async function addOrChangeMembership(
   userId: string,
   role: Role,
   now: Date,
+  by: AuditBy,
 ): Promise<'added' | 'changed' | 'missing' | 'last-owner'> {
   return db.transaction().execute(async (trx) => {
     const inserted = await trx
@@ -124,7 +138,9 @@ export async function addOrChangeMembership(
       .onConflict((oc) => oc.columns(['organization_id', 'user_id']).doNothing())
       .returning('user_id')
       .executeTakeFirst()
-    return inserted ? 'added' : changeMembershipIn(trx, organizationId, userId, role)
+    if (!inserted) return changeMembershipIn(trx, organizationId, userId, role, now, by)
+    await recordEvent(trx, eventBy(by, organizationId, 'member.added', { type: 'user', id: userId }, { user_id: userId, role }, now))
+    return 'added'
   })
 }
 
@@ -134,6 +150,8 @@ async function changeMembershipIn(
   organizationId: string,
   userId: string,
   role: Role | null,
+  now: Date,
+  by: AuditBy,
 ): Promise<'changed' | 'missing' | 'last-owner'> {
   // Lock the organization's owner rows so two concurrent demotions cannot both pass the check.
   const owners = await trx
@@ -152,8 +170,14 @@ async function changeMembershipIn(
     .executeTakeFirst()
   if (!current) return 'missing'
   if (current.role === 'owner' && role !== 'owner' && owners.length <= 1) return 'last-owner'
-  if (role === null) await trx.deleteFrom('memberships').where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
-  else await trx.updateTable('memberships').set({ role }).where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+  const target = { type: 'user', id: userId }
+  if (role === null) {
+    await trx.deleteFrom('memberships').where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+    await recordEvent(trx, eventBy(by, organizationId, 'member.removed', target, { user_id: userId, role: current.role }, now))
+  } else {
+    await trx.updateTable('memberships').set({ role }).where('organization_id', '=', organizationId).where('user_id', '=', userId).execute()
+    if (current.role !== role) await recordEvent(trx, eventBy(by, organizationId, 'member.changed', target, { user_id: userId, role_from: current.role, role }, now))
+  }
   return 'changed'
 }
 
@@ -162,4 +186,17 @@ export async function findUserEmails(db: Kysely<Database>, userIds: readonly str
   if (userIds.length === 0) return new Map()
   const rows = await db.selectFrom('users').select(['id', 'email']).where('id', 'in', [...userIds]).execute()
   return new Map(rows.map((row) => [row.id, row.email]))
+}
+
+/**
+ * A failed password sign-in of an existing account: one login.failed event in each organization
+ * the user belongs to (an unknown email records nothing: it has no organization). No password,
+ * ever: the reason only says which check failed.
+ */
+export async function recordLoginFailure(db: Kysely<Database>, userId: string, reason: 'password' | 'organization', clientAddress: string, by: AuditBy, now: Date): Promise<void> {
+  await sql`
+    insert into audit_events (organization_id, occurred_at, actor_type, actor_id, type, target_type, target_id, data, request_id)
+    select m.organization_id, ${now}, ${by.actor.type}, ${by.actor.id}, 'login.failed', 'user', ${userId}, ${JSON.stringify({ user_id: userId, method: 'password', reason, client_address: clientAddress })}::jsonb, ${by.requestId}
+    from memberships m where m.user_id = ${userId}
+  `.execute(db)
 }

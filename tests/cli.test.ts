@@ -1,6 +1,7 @@
 // The operator command line, run in-process with captured output: strict options and help for
 // every command, the password's sources, the one-Owner rule, the key listing, and exports that
 // fail cleanly. PGlite in a temp DATA_DIR, or a scratch database on TEST_DATABASE_URL.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -208,7 +209,7 @@ t.test('key list shows creator, expiry, last use and a rotating key with its end
   const usedAt = Date.parse('2026-01-02T03:04:05Z')
   const userKey = await withDb(async (db) => {
     const owner = (await findUserByEmail(db, 'keys@acme.example'))!
-    const { key } = await createApiKey(db, { organizationId: orgId, name: 'by a person', role: 'viewer', createdByUserId: owner.id, createdByKeyId: null, expiresAt: null }, new Date())
+    const { key } = await createApiKey(db, { organizationId: orgId, name: 'by a person', role: 'viewer', createdByUserId: owner.id, createdByKeyId: null, expiresAt: null }, new Date(), BY_OPERATOR)
     await recordKeyUses(db, new Map([[key.id, usedAt]]))
     return key
   })

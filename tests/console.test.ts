@@ -1,6 +1,7 @@
 // The console's server side: static files under /console/ (types, CSP, caching, 304, 404, 405,
 // traversal over the fetch handler and over a raw socket) and the leads read API it uses
 // (authorization, isolation, search, pagination, bad input, the OpenAPI document).
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { readdirSync, readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { dirname, join, relative } from 'node:path'
@@ -203,7 +204,7 @@ t.test('leads read API', async (t) => {
   // The organization created first holds the leads by default.
   const holder = await createOrganization(database.db, 'Installation', new Date(clock.now - 60_000))
   const keyOf = async (role: 'owner' | 'admin' | 'manager' | 'viewer') =>
-    (await createApiKey(database.db, { organizationId: holder.id, name: role, role, createdByUserId: null, createdByKeyId: null, expiresAt: null }, new Date(clock.now))).secret
+    (await createApiKey(database.db, { organizationId: holder.id, name: role, role, createdByUserId: null, createdByKeyId: null, expiresAt: null }, new Date(clock.now), BY_OPERATOR)).secret
   const holderKeys = { owner: await keyOf('owner'), admin: await keyOf('admin'), manager: await keyOf('manager'), viewer: await keyOf('viewer') }
   const world = await productApp(t, { database, clock })
   const { vars } = world

@@ -1,5 +1,6 @@
 // The token endpoint and bearer authentication: happy paths, errors, and the security rules of
 // docs/api.md and docs/security.md.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
 import { createHandler } from '../server.ts'
@@ -45,7 +46,7 @@ t.test('happy path', async (t) => {
     t.equal(body.expires_in, 900)
     t.equal(body.organization_id, vars.ORG_A)
     t.equal(body.role, 'owner')
-    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check')
+    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check audit:read')
     const use = await app.call('GET', `/policies/${vars.POLICY_A}`, { token: body.access_token })
     t.equal(use.status, 200)
     await use.body?.cancel()
@@ -304,7 +305,7 @@ t.test('errors', async (t) => {
   t.test('a user in several organizations signs in to the one joined first, or to the one named', async (t) => {
     const { findUserByEmail, setMembership } = await import('../storage/users.ts')
     const user = await findUserByEmail(app.db, vars.USER_EMAIL_B!)
-    await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now))
+    await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now), BY_OPERATOR)
     const unnamed = await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_B, password: vars.USER_PASSWORD_B } })
     t.equal(unnamed.status, 200)
     t.match(await jsonOf(unnamed), {

@@ -25,6 +25,7 @@ t.test('happy path', async (t) => {
         default_decision: 'deny',
         unknown_agents: 'deny',
         decision_retention_days: 400,
+        audit_retention_days: 400,
         // The seeded policy was one change.
         ruleset_revision: 1,
         created_at: '2026-11-22T12:00:00.000Z',
@@ -38,7 +39,7 @@ t.test('happy path', async (t) => {
     app.clock.advance(5000)
     const res = await app.call('PATCH', '/organization', {
       token: vars.OWNER_KEY_A,
-      json: { name: '  Acme  ', default_decision: 'require_approval', unknown_agents: 'evaluate', decision_retention_days: 30 },
+      json: { name: '  Acme  ', default_decision: 'require_approval', unknown_agents: 'evaluate', decision_retention_days: 30, audit_retention_days: 90 },
     })
     t.equal(res.status, 200)
     const body = await jsonOf(res)
@@ -48,6 +49,7 @@ t.test('happy path', async (t) => {
       default_decision: 'require_approval',
       unknown_agents: 'evaluate',
       decision_retention_days: 30,
+      audit_retention_days: 90,
       ruleset_revision: before.ruleset_revision + 1,
       updated_at: '2026-11-22T12:00:05.000Z',
     })
@@ -95,6 +97,9 @@ t.test('errors', async (t) => {
     ['retention 3651', { decision_retention_days: 3651 }, 'Field decision_retention_days must be a whole number from 1 to 3650'],
     ['retention 1.5', { decision_retention_days: 1.5 }, 'Field decision_retention_days must be a whole number from 1 to 3650'],
     ['retention as text', { decision_retention_days: '30' }, 'Field decision_retention_days must be a whole number from 1 to 3650'],
+    ['audit retention 0', { audit_retention_days: 0 }, 'Field audit_retention_days must be a whole number from 1 to 3650'],
+    ['audit retention 3651', { audit_retention_days: 3651 }, 'Field audit_retention_days must be a whole number from 1 to 3650'],
+    ['audit retention 2.5', { audit_retention_days: 2.5 }, 'Field audit_retention_days must be a whole number from 1 to 3650'],
     ['a blank name', { name: '   ' }, 'Field name must not be empty'],
     ['a name with a control character', { name: 'a\u0007b' }, 'Field name holds a control character'],
     ['a name of 201 characters', { name: 'x'.repeat(201) }, 'Field name is longer than 200 characters'],

@@ -1,5 +1,6 @@
 // Function-level authorization (OWASP API5): every role against every protected route, with
 // the exact status the docs/api.md role table implies; and the public health probe.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import t from 'tap'
 import { jsonOf, productApp } from './product-support.ts'
 
@@ -80,7 +81,7 @@ t.test('without a credential every protected route answers 401 and no WWW-Authen
 t.test('a user session carries the member\'s role', async (t) => {
   const { findUserByEmail, setMembership } = await import('../storage/users.ts')
   const user = await findUserByEmail(app.db, vars.USER_EMAIL_A!)
-  await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now))
+  await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now), BY_OPERATOR)
   const login = await jsonOf(await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_A, password: vars.USER_PASSWORD_A } }))
   t.equal(login.role, 'viewer')
   t.equal(login.scope, 'policies:read agents:read decisions:read')

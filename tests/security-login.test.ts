@@ -2,6 +2,7 @@
 // cannot take the password hashing from everyone else, IPv6 clients are counted per network, and
 // the organization is chosen only after the password is verified, with nothing about memberships
 // told before that.
+import { BY_OPERATOR } from '../storage/audit.ts'
 import t from 'tap'
 import { createPasswordHasher, hashPassword, HashingBusyError, type HashOwner } from '../storage/passwords.ts'
 import { createUserUnlessExists, findUserByEmail, setMembership } from '../storage/users.ts'
@@ -98,7 +99,7 @@ t.test('one client cannot take the password hashing from the others', async (t) 
 
   t.test('at the default scrypt cost, 80 concurrent failed sign-ins from one client leave room for another client', async (t) => {
     const { user } = await createUserUnlessExists(app.db, 'costly@example.com', stored, new Date(app.clock.now))
-    await setMembership(app.db, user.id, app.vars.ORG_A!, 'viewer', new Date(app.clock.now))
+    await setMembership(app.db, user.id, app.vars.ORG_A!, 'viewer', new Date(app.clock.now), BY_OPERATOR)
 
     const flood = Array.from({ length: 80 }, (_, i) => login(app, { email: `flood-${i}@example.com`, password: 'wrong guess' }, from('198.51.100.66')))
     // Once the flood is being refused, the hashing is as busy as it gets.
@@ -231,7 +232,7 @@ t.test('the organization is chosen after the password, and nothing is told befor
   // A member of two organizations: B first (the fixture), then A. Set up directly in storage.
   const userB = (await findUserByEmail(app.db, vars.USER_EMAIL_B!))!
   app.clock.advance(1_000)
-  await setMembership(app.db, userB.id, vars.ORG_A!, 'admin', new Date(app.clock.now))
+  await setMembership(app.db, userB.id, vars.ORG_A!, 'admin', new Date(app.clock.now), BY_OPERATOR)
   const email = vars.USER_EMAIL_B!
   const password = vars.USER_PASSWORD_B!
 

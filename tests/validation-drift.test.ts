@@ -3,6 +3,7 @@
 // outside: for each such route, a body the published schema refuses gets exactly the 400 that
 // schema gives, and a media type the doc does not list gets 415.
 import t from 'tap'
+import * as v from 'valibot'
 import { validateInput } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import type { BodyDoc } from '../http/pipeline.ts'
@@ -69,4 +70,38 @@ t.test('the check can fail: a schema other than the published one gives another 
   t.not(publishedMessage(create, sample), publishedMessage(rotate, sample), 'two schemas tell the samples apart')
   const answer = await app.call('POST', `/keys/${app.vars.ADMIN_KEY_ID_A}/rotate`, { token: app.vars.OWNER_KEY_A!, json: sample })
   t.equal((await jsonOf(answer)).error, publishedMessage(rotate, sample))
+})
+
+/** The 400 message the published query schema gives for `values` (what parseQuery answers). */
+function publishedQueryMessage(schema: v.GenericSchema, values: Record<string, string>): string {
+  const result = v.safeParse(schema, values)
+  if (result.success) throw new Error('the published query schema accepts the sample')
+  const issue = result.issues[0]
+  const path = issue.path?.map((item) => String(item.key)).join('.')
+  return path && issue.input === undefined ? `${path} is required` : issue.message
+}
+
+/** Routes that read their query string through the schema their doc publishes (routes/input.ts parseQuery). */
+const QUERY_THROUGH_DOC = ['GET /audit']
+
+t.test('routes that read their query through their doc answer what the published query schema says', async (t) => {
+  const app = await productApp(t)
+  const product = createProductSurface(app.config, { db: app.db, clock: app.clock.read, logger: { log() {} } } as never)
+  const samples: Record<string, string>[] = [{ limit: '0' }, { limit: '101' }, { from: 'yesterday' }, { to: '2026-02-30T00:00:00Z' }, { type: 'policy.exploded' }, { type: '' }]
+  let checked = 0
+  for (const name of QUERY_THROUGH_DOC) {
+    const route = product.routes.find((candidate) => `${candidate.method} ${candidate.path}` === name)
+    const schema = route?.doc.query as v.GenericSchema | undefined
+    t.ok(schema, `${name} publishes a query schema`)
+    if (!schema) continue
+    for (const sample of samples) {
+      if (!(Object.keys(sample)[0]! in (schema as unknown as { entries: Record<string, unknown> }).entries)) continue
+      const answer = await app.call('GET', `${route!.path}?${new URLSearchParams(sample)}`, { token: app.vars.OWNER_KEY_A })
+      t.equal(answer.status, 400, `${name} ${JSON.stringify(sample)}: 400`)
+      t.equal((await jsonOf(answer)).error, publishedQueryMessage(schema, sample), `${name} ${JSON.stringify(sample)}: the published message`)
+      checked++
+    }
+  }
+  t.ok(checked >= 6, `${checked} query samples checked`)
+  await product.close?.()
 })

@@ -1,0 +1,128 @@
+// What writing the audit event costs a change: policy create and key create through the storage
+// functions the routes call (with their caps, so with the organization lock), against the same
+// functions from the commit before audit events were written (extracted with `git archive` into a
+// temporary directory, run on the same database, same schema). Alternating rounds, a fresh
+// organization per variant, creates interleaved one at a time, medians. Goal: audit adds at most 10 %.
+//
+//   node --import tsx bench/audit.ts [--ops 300] [--rounds 6] [--baseline REV]
+//   DATABASE_URL=postgres://… node --import tsx bench/audit.ts
+//
+// REV defaults to the parent of the commit that added the policy events (found with git log -S AuditBy).
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseScriptArgs } from '../cli/command.ts'
+import { silentLogger } from '../log.ts'
+import { BY_OPERATOR } from '../storage/audit.ts'
+import { openDatabase } from '../storage/connect.ts'
+import * as keys from '../storage/keys.ts'
+import { migrateToLatest } from '../storage/migrate.ts'
+import { createOrganization } from '../storage/organizations.ts'
+import * as policies from '../storage/policies.ts'
+
+const ROOT = resolve(import.meta.dirname, '..')
+const args = parseScriptArgs({ ops: { type: 'string' }, rounds: { type: 'string' }, baseline: { type: 'string' } })
+const OPS = Number(args.ops ?? 300)
+const ROUNDS = Math.max(2, Number(args.rounds ?? 6))
+const url = process.env.DATABASE_URL ?? 'memory://'
+
+function git(...argv: string[]): string {
+  return execFileSync('git', argv, { cwd: ROOT, encoding: 'utf8' }).trim()
+}
+
+// The first commit that passed an AuditBy to the policy storage functions; its parent wrote no event.
+const rev = args.baseline ?? `${git('log', '--format=%H', '-S', 'AuditBy', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^`
+const baseDir = mkdtempSync(join(tmpdir(), 'steward-bench-audit-base-'))
+execFileSync('sh', ['-c', `git archive ${rev} storage domain engine config.ts log.ts package.json | tar -x -C ${baseDir}`], { cwd: ROOT })
+symlinkSync(join(ROOT, 'node_modules'), join(baseDir, 'node_modules'))
+const basePolicies = await import(pathToFileURL(join(baseDir, 'storage/policies.ts')).href)
+const baseKeys = await import(pathToFileURL(join(baseDir, 'storage/keys.ts')).href)
+
+const handle = await openDatabase({ databaseUrl: url, dataDir: '', logger: silentLogger })
+const CAP = { limit: 1_000_000, what: 'bench', setting: 'BENCH' }
+const fields = (i: number) => ({
+  name: `policy ${i}`,
+  description: 'bench',
+  effect: 'deny' as const,
+  agents: ['*'],
+  actions: [`svc${i}.*`],
+  resources: ['*'],
+  condition: null,
+  approval: null,
+  mode: 'enforce' as const,
+  enabled: true,
+})
+const keyInput = (org: string, i: number) => ({ organizationId: org, name: `key ${i}`, role: 'admin' as const, createdByUserId: null, createdByKeyId: null, expiresAt: null })
+
+type Variant = 'without audit' | 'with audit'
+type Op = 'policy create' | 'key create'
+const OPERATIONS: Record<Op, Record<Variant, (org: string, i: number) => Promise<unknown>>> = {
+  'policy create': {
+    'without audit': (org, i) => basePolicies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), CAP),
+    'with audit': (org, i) => policies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), BY_OPERATOR, CAP),
+  },
+  'key create': {
+    'without audit': (org, i) => baseKeys.createApiKey(handle.db, keyInput(org, i), new Date(), CAP),
+    'with audit': (org, i) => keys.createApiKey(handle.db, keyInput(org, i), new Date(), BY_OPERATOR, CAP),
+  },
+}
+
+/**
+ * Both variants, interleaved one operation at a time (A B, then B A, …), each on its own fresh
+ * organization: on a shared machine both see the same load. Returns each variant's per-operation
+ * times in ms.
+ */
+async function measurePair(op: Op): Promise<Record<Variant, number[]>> {
+  const orgs = {
+    'without audit': (await createOrganization(handle.db, `audit bench ${crypto.randomUUID().slice(0, 8)}`, new Date())).id,
+    'with audit': (await createOrganization(handle.db, `audit bench ${crypto.randomUUID().slice(0, 8)}`, new Date())).id,
+  }
+  const times: Record<Variant, number[]> = { 'without audit': [], 'with audit': [] }
+  const variants: Variant[] = ['without audit', 'with audit']
+  for (let i = -20; i < OPS; i++) {
+    for (const variant of i % 2 ? variants : [...variants].reverse()) {
+      const started = performance.now()
+      await OPERATIONS[op][variant](orgs[variant], i)
+      if (i >= 0) times[variant].push(performance.now() - started) // the first 20: warm-up
+    }
+  }
+  return times
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+try {
+  await migrateToLatest(handle.db)
+  const lines = [
+    `Baseline: the storage functions at ${git('rev-parse', '--short', rev)} (no audit event), same database and schema. ${OPS} creates of each variant per round, interleaved one at a time, each variant on its own fresh organization; ${ROUNDS} rounds; per round the median time of one create; cost = median over rounds of (with ÷ without) − 1.`,
+    '',
+    '| operation | without audit (median ms) | with audit (median ms) | with ÷ without | audit cost (goal ≤ 10 %) |',
+    '|---|---:|---:|---:|---:|',
+  ]
+  for (const op of Object.keys(OPERATIONS) as Op[]) {
+    const medians: Record<Variant, number[]> = { 'without audit': [], 'with audit': [] }
+    const ratios: number[] = []
+    for (let round = 0; round < ROUNDS; round++) {
+      const times = await measurePair(op)
+      const without = median(times['without audit'])
+      const withAudit = median(times['with audit'])
+      medians['without audit'].push(without)
+      medians['with audit'].push(withAudit)
+      ratios.push(withAudit / without)
+    }
+    const ratio = median(ratios)
+    const cost = (ratio - 1) * 100
+    const ms = (variant: Variant) => median(medians[variant])
+    lines.push(`| ${op} | ${ms('without audit').toFixed(3)} | ${ms('with audit').toFixed(3)} | ${ratio.toFixed(3)} | ${cost.toFixed(1)} % ${cost <= 10 ? '✓' : '✗'} |`)
+  }
+  console.log(lines.join('\n'))
+} finally {
+  await handle.close()
+  rmSync(baseDir, { recursive: true, force: true })
+}
