@@ -8,6 +8,7 @@ import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
 import { policyCommands } from './policies.ts'
 import { governanceCommands } from './governance.ts'
+import { auditSealCommands } from './audit-verify.ts'
 import { provisionCommands } from './provision.ts'
 
 const PROGRAM = 'server.ts'
@@ -84,7 +85,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, healthCommand]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, ...auditSealCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))
