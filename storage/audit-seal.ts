@@ -120,18 +120,46 @@ function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex')
 }
 
+/**
+ * The canonical JSON (RFC 8785) of a flat row, member by member: keys in UTF-16 order, scalars as
+ * JSON.stringify writes them (the same as JCS for finite numbers and well-formed strings, which is
+ * all a database row holds), nested JSON through canonicalJson. The same text canonicalJson(row)
+ * gives (tests/audit-seal.test.ts checks it), without walking the whole row generically.
+ */
+function canonicalMembers(row: Record<string, unknown>, keys: readonly string[]): string[] {
+  return keys.map((key) => {
+    const value = row[key]
+    let text: string
+    if (value === null || typeof value === 'string' || typeof value === 'boolean') text = JSON.stringify(value)
+    else if (typeof value === 'number' && Number.isFinite(value)) text = JSON.stringify(value)
+    else if (Array.isArray(value) && value.length === 0) text = '[]'
+    else text = canonicalJson(value)
+    return `${JSON.stringify(key)}:${text}`
+  })
+}
+
+/** canonicalJson(row) for a row of the two hashed kinds (exported for the test that compares them). */
+export function canonicalRow(row: Record<string, unknown>): string {
+  return `{${canonicalMembers(row, Object.keys(row).sort()).join(',')}}`
+}
+
 /** The ordered digest (of the canonical JSON array, written piece by piece) and the order-free sum. */
 class RunDigest {
   private readonly ordered = createHash('sha256')
   private sum = 0n
+  private keys: string[] | null = null
   count = 0
 
   constructor(private readonly idKey: string) {}
 
   add(row: Record<string, unknown>): void {
-    this.ordered.update((this.count === 0 ? '[' : ',') + canonicalJson(row))
-    const { [this.idKey]: _id, ...content } = row
-    this.sum = (this.sum + BigInt(`0x${sha256Hex(canonicalJson(content))}`)) % MOD
+    // Every row of a kind has the same keys (eventSealJson / decisionSealJson).
+    const keys = (this.keys ??= Object.keys(row).sort())
+    const members = canonicalMembers(row, keys)
+    this.ordered.update(`${this.count === 0 ? '[' : ','}{${members.join(',')}}`)
+    const at = keys.indexOf(this.idKey)
+    const content = `{${members.filter((_, i) => i !== at).join(',')}}`
+    this.sum = (this.sum + BigInt(`0x${sha256Hex(content)}`)) % MOD
     this.count++
   }
 

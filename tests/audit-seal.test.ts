@@ -11,10 +11,11 @@ import { runCli } from '../cli/main.ts'
 import { SYSTEM, type AuditEventType } from '../domain/audit.ts'
 import { createJsonLogger, silentLogger } from '../log.ts'
 import { recordEvent, recordEvents } from '../storage/audit.ts'
-import { sealAll, sealOrganization, verifyChain, ZERO_SHA256, type Seal, type VerifyResult } from '../storage/audit-seal.ts'
+import { canonicalRow, decisionSealJson, eventSealJson, sealAll, sealOrganization, verifyChain, ZERO_SHA256, type Seal, type VerifyResult } from '../storage/audit-seal.ts'
 import { createPostgresPool, openDatabase } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'
 import { seedWorld } from '../fixtures/seed.ts'
+import { canonicalJson } from '../engine/canonical.ts'
 import { DATABASE_KIND, openTestDatabase } from './helpers.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
@@ -81,6 +82,15 @@ async function eventIds(db: Db, org: string, seal: Seal): Promise<number[]> {
   const rows = await db.selectFrom('audit_events').select('event_id').where('organization_id', '=', org).where('xid', '>=', seal.xid_from).where('xid', '<', seal.xid_to).orderBy('event_id').execute()
   return rows.map((row) => Number(row.event_id))
 }
+
+t.test('a row is hashed as its RFC 8785 canonical JSON', async (t) => {
+  const data = { z: [3, 1.5e-7, { b: null, a: 'é\u2028"' }], a: { y: true, x: 1e21 }, '\u00e9': -0, 'e\u0301': 'x', '': [] }
+  const event = eventSealJson({ event_id: '7', organization_id: 'o', occurred_at: '2026-01-01T00:00:00.000001Z', actor_type: 'system', actor_id: null, type: 'policy.created', target_type: 'policy', target_id: 'p', data, request_id: 'r', xid: '12' })
+  t.equal(canonicalRow(event), canonicalJson(event))
+  t.match(canonicalRow(event), /^\{"actor_id":null,"actor_type":"system","data":\{"":\[\],"a":\{"x":1e\+21,"y":true\}/)
+  const decision = decisionSealJson({ decision_id: 'd', organization_id: 'o', agent_id: 'a', agent_handle: 'bot', action: 'x.y', resource: '*', args: { n: [1, 2] }, context: {}, args_sha256: 'f', decision: 'allow', policy_decision: 'deny', reasons: [{ rule: 'r', policy_id: 'p' }], monitor: [], errors: [], approval_id: null, ruleset_revision: 3, requested_by: 'operator', evaluated_at: 'now', xid: 5 })
+  t.equal(canonicalRow(decision), canonicalJson(decision))
+})
 
 t.test('seals chain events and decisions by transaction id; verify recomputes them', async (t) => {
   const { db } = await openTestDatabase(t)
@@ -424,8 +434,12 @@ t.test('steward audit verify: exit 0 and ok, exit 1 naming the first mismatch', 
     const code = await runCli(argv, { ...env, STEWARD_PASSWORD: 'correct horse battery' }, { stdout, stderr })
     return { code, out, err }
   }
-  const orgA = (await run(['org', 'create', '--name', 'Acme', '--owner-email', 'ops@acme.example'])).out.trim()
-  const orgB = (await run(['org', 'create', '--name', 'Beta', '--owner-email', 'ops@beta.example'])).out.trim()
+  const createdA = await run(['org', 'create', '--name', 'Acme', '--owner-email', 'ops@acme.example'])
+  t.equal(createdA.code, 0, createdA.err)
+  const createdB = await run(['org', 'create', '--name', 'Beta', '--owner-email', 'ops@beta.example'])
+  t.equal(createdB.code, 0, createdB.err)
+  const orgA = createdA.out.trim()
+  const orgB = createdB.out.trim()
   const open = () => openDatabase({ databaseUrl: null, dataDir: env.DATA_DIR, logger: createJsonLogger('silent') })
   let handle = await open()
   await event(handle.db, orgA)
