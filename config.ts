@@ -103,6 +103,7 @@ const EnvSchema = v.object({
   MAX_MEMBERS_PER_ORG: integer('MAX_MEMBERS_PER_ORG', 1000, 1, 1_000_000),
   MAX_AGENTS_PER_ORG: integer('MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
   MAX_SESSIONS_PER_USER: integer('MAX_SESSIONS_PER_USER', 20, 1, 10_000),
+  AUDIT_SEAL_INTERVAL_MS: integer('AUDIT_SEAL_INTERVAL_MS', 1000, 100, 3_600_000),
   INVITATION_TTL: integer('INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
   RATE_LIMIT_IPV6_PREFIX: integer('RATE_LIMIT_IPV6_PREFIX', 64, 0, 128),
   ACCESS_TOKEN_TTL: integer('ACCESS_TOKEN_TTL', 900, 60, 86_400),
@@ -172,6 +173,8 @@ function toConfig(env: Settings) {
     maxAgentsPerOrg: env.MAX_AGENTS_PER_ORG,
     /** Live sign-in sessions (refresh-token families) per user; a new one past it ends the oldest. */
     maxSessionsPerUser: env.MAX_SESSIONS_PER_USER,
+    /** How often the background sealer seals new audit events and decisions (storage/audit-seal.ts). */
+    auditSealIntervalMs: env.AUDIT_SEAL_INTERVAL_MS,
     invitationTtlSeconds: env.INVITATION_TTL,
     /** IPv6 clients are counted per network of this many leading bits by every per-client limit. */
     rateLimitIpv6Prefix: env.RATE_LIMIT_IPV6_PREFIX,

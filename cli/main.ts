@@ -9,6 +9,7 @@ import { healthCommand } from './health.ts'
 import { auditCommands } from './audit.ts'
 import { policyCommands } from './policies.ts'
 import { governanceCommands } from './governance.ts'
+import { auditSealCommands } from './audit-verify.ts'
 import { provisionCommands } from './provision.ts'
 
 const PROGRAM = 'server.ts'
@@ -85,7 +86,7 @@ const leadsExport: Command = {
   },
 }
 
-export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, ...auditCommands, healthCommand]
+export const commands: readonly Command[] = [start, migrate, leadsExport, ...provisionCommands, ...policyCommands, ...governanceCommands, ...auditCommands, ...auditSealCommands, healthCommand]
 
 function listing(heading: string, group: readonly Command[], hint: string): string {
   const width = Math.max(...group.map((c) => c.name.length))

@@ -3,6 +3,8 @@
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
 import { startDecisionMaintenance, type DecisionMaintenance } from '../storage/decision-partitions.ts'
+import { startAuditSealer, type AuditSealer } from '../storage/audit-seal.ts'
+import { auditVerifyRoutes } from './audit-verify.ts'
 import { createDecisionWriter } from '../storage/decision-writer.ts'
 import { createPolicySetCache } from '../storage/policyset-cache.ts'
 import { createGuard } from './access.ts'
@@ -44,6 +46,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
   const approvals = createApprovalHub(config, deps)
   // Monthly partitions of the decision log ahead of time, and retention: from start(), then daily.
   let maintenance: DecisionMaintenance | null = null
+  // Seals over the audit log and the decisions: from start(), every AUDIT_SEAL_INTERVAL_MS.
+  let sealer: AuditSealer | null = null
   return {
     name: 'product',
     routes: [
@@ -58,6 +62,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...decisionRoutes(guard, { sets, writer }),
       ...leadListRoutes(guard),
       ...approvalRoutes(guard, approvals),
+      ...auditVerifyRoutes(guard),
       ...auditRoutes(guard),
       ...healthRoutes(deps.db),
     ],
@@ -72,8 +77,12 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
         deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
       )
+      sealer ??= startAuditSealer(deps.db, deps.clock, config.auditSealIntervalMs, (error) =>
+        deps.logger.log('warn', 'audit sealing failed', { code: (error as { code?: string }).code ?? null }),
+      )
     },
     close: async () => {
+      await sealer?.stop()
       maintenance?.stop()
       await maintenance?.done
       await writer.drain()

@@ -1,0 +1,558 @@
+// Seals over the audit log, and their verification.
+//
+// A seal covers, for one organization, every audit event and every decision written by a
+// transaction whose id (xid) lies in [xid_from, xid_to). xid_to is the oldest transaction still
+// running when the sealer looked (the xmin of its snapshot): every transaction below it has ended,
+// so the sealed set can never change again without someone editing rows. Seals form a chain:
+//
+//   events_sha256    = SHA-256 of the canonical JSON (RFC 8785) array of the events, by event_id
+//   decisions_sha256 = the same over the decisions, by (xid, decision_id)
+//   sha256           = SHA-256(prev_sha256 ‖ events_sha256 ‖ decisions_sha256 ‖ canonical JSON of
+//                      the seal's metadata), prev_sha256 being the previous seal's sha256 (64
+//                      zeros for seal 1)
+//
+// The metadata also holds, per kind, an order-free digest of the rows (the sum modulo 2^256 of
+// the SHA-256 of each row without its id): it is stored nowhere else, so a verifier that finds a
+// different ordered digest can tell rows that were only moved between ids (the sum still gives
+// the seal's hash) from rows that were changed. One function per kind turns a row into the JSON
+// that is hashed (`eventSealJson`, `decisionSealJson`), used by both the sealer and the verifier.
+//
+// Work per seal is bounded: the rows are read and hashed in pages, and a range holding more than
+// `maxRows` rows is cut at a lower xid (every xid below the snapshot's xmin is final, so any lower
+// boundary is as good as the xmin itself); the rest goes into the next seal.
+import { createHash } from 'node:crypto'
+import { sql, type Kysely, type Transaction } from 'kysely'
+import { canonicalJson } from '../engine/canonical.ts'
+import type { Database } from './schema.ts'
+
+export const ZERO_SHA256 = '0'.repeat(64)
+/** Rows read per page while hashing. */
+const PAGE = 1000
+/** Rows per seal unless told otherwise (a single transaction larger than this is sealed whole). */
+export const DEFAULT_MAX_ROWS_PER_SEAL = 50_000
+/** The first key of the two-key advisory lock a sealer takes per organization (the second is hashtext(org)). */
+const LOCK_NAMESPACE = 735_100_204
+const MOD = 1n << 256n
+/** Microsecond ISO 8601 in UTC: what a timestamp becomes in the hashed JSON, the same on both drivers. */
+const ISO = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+
+type Db = Kysely<Database> | Transaction<Database>
+
+interface EventRow {
+  event_id: number | string
+  organization_id: string
+  occurred_at: string
+  actor_type: string
+  actor_id: string | null
+  type: string
+  target_type: string
+  target_id: string | null
+  data: unknown
+  request_id: string | null
+  xid: number | string
+}
+
+interface DecisionRow {
+  decision_id: string
+  organization_id: string
+  agent_id: string
+  agent_handle: string
+  action: string
+  resource: string
+  args: unknown
+  context: unknown
+  args_sha256: string
+  decision: string
+  policy_decision: string
+  reasons: unknown
+  monitor: unknown
+  errors: unknown
+  approval_id: string | null
+  ruleset_revision: number
+  requested_by: string
+  evaluated_at: string
+  xid: number | string
+}
+
+/** The hashed form of an audit event: every column, the timestamp as microsecond ISO text. */
+export function eventSealJson(row: EventRow): Record<string, unknown> {
+  return {
+    event_id: Number(row.event_id),
+    organization_id: row.organization_id,
+    occurred_at: row.occurred_at,
+    actor_type: row.actor_type,
+    actor_id: row.actor_id,
+    type: row.type,
+    target_type: row.target_type,
+    target_id: row.target_id,
+    data: row.data,
+    request_id: row.request_id,
+    xid: Number(row.xid),
+  }
+}
+
+/** The hashed form of a decision: every column, the timestamp as microsecond ISO text. */
+export function decisionSealJson(row: DecisionRow): Record<string, unknown> {
+  return {
+    decision_id: row.decision_id,
+    organization_id: row.organization_id,
+    agent_id: row.agent_id,
+    agent_handle: row.agent_handle,
+    action: row.action,
+    resource: row.resource,
+    args: row.args,
+    context: row.context,
+    args_sha256: row.args_sha256,
+    decision: row.decision,
+    policy_decision: row.policy_decision,
+    reasons: row.reasons,
+    monitor: row.monitor,
+    errors: row.errors,
+    approval_id: row.approval_id,
+    ruleset_revision: Number(row.ruleset_revision),
+    requested_by: row.requested_by,
+    evaluated_at: row.evaluated_at,
+    xid: Number(row.xid),
+  }
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
+
+/**
+ * The canonical JSON (RFC 8785) of a flat row, member by member: keys in UTF-16 order, scalars as
+ * JSON.stringify writes them (the same as JCS for finite numbers and well-formed strings, which is
+ * all a database row holds), nested JSON through canonicalJson. The same text canonicalJson(row)
+ * gives (tests/audit-seal.test.ts checks it), without walking the whole row generically.
+ */
+function canonicalMembers(row: Record<string, unknown>, keys: readonly string[]): string[] {
+  return keys.map((key) => {
+    const value = row[key]
+    let text: string
+    if (value === null || typeof value === 'string' || typeof value === 'boolean') text = JSON.stringify(value)
+    else if (typeof value === 'number' && Number.isFinite(value)) text = JSON.stringify(value)
+    else if (Array.isArray(value) && value.length === 0) text = '[]'
+    else text = canonicalJson(value)
+    return `${JSON.stringify(key)}:${text}`
+  })
+}
+
+/** canonicalJson(row) for a row of the two hashed kinds (exported for the test that compares them). */
+export function canonicalRow(row: Record<string, unknown>): string {
+  return `{${canonicalMembers(row, Object.keys(row).sort()).join(',')}}`
+}
+
+/** The ordered digest (of the canonical JSON array, written piece by piece) and the order-free sum. */
+class RunDigest {
+  private readonly ordered = createHash('sha256')
+  private sum = 0n
+  private keys: string[] | null = null
+  count = 0
+
+  constructor(private readonly idKey: string) {}
+
+  add(row: Record<string, unknown>): void {
+    // Every row of a kind has the same keys (eventSealJson / decisionSealJson).
+    const keys = (this.keys ??= Object.keys(row).sort())
+    const members = canonicalMembers(row, keys)
+    this.ordered.update(`${this.count === 0 ? '[' : ','}{${members.join(',')}}`)
+    const at = keys.indexOf(this.idKey)
+    const content = `{${members.filter((_, i) => i !== at).join(',')}}`
+    this.sum = (this.sum + BigInt(`0x${sha256Hex(content)}`)) % MOD
+    this.count++
+  }
+
+  finish(): { count: number; sha256: string; set: string } {
+    if (this.count === 0) this.ordered.update('[')
+    this.ordered.update(']')
+    return { count: this.count, sha256: this.ordered.digest('hex'), set: this.sum.toString(16).padStart(64, '0') }
+  }
+}
+
+export interface RangeDigest {
+  events: { count: number; sha256: string; set: string }
+  decisions: { count: number; sha256: string; set: string }
+}
+
+/** Hashes one organization's events and decisions with xid in [from, to), a page at a time. */
+export async function digestRange(db: Db, organizationId: string, from: number, to: number): Promise<RangeDigest> {
+  const events = new RunDigest('event_id')
+  let lastEvent = -1
+  for (;;) {
+    const { rows } = await sql<EventRow>`select event_id, organization_id::text as organization_id,
+        to_char(occurred_at at time zone 'UTC', ${ISO}) as occurred_at, actor_type, actor_id, type, target_type, target_id,
+        data, request_id, xid
+      from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${to} and event_id > ${lastEvent}
+      order by event_id limit ${PAGE}`.execute(db)
+    for (const row of rows) events.add(eventSealJson(row))
+    if (rows.length < PAGE) break
+    lastEvent = Number(rows[rows.length - 1]!.event_id)
+  }
+  const decisions = new RunDigest('decision_id')
+  let after: { xid: number; id: string } | null = null
+  for (;;) {
+    const { rows }: { rows: DecisionRow[] } = await sql<DecisionRow>`select decision_id::text as decision_id, organization_id::text as organization_id,
+        agent_id::text as agent_id, agent_handle, action, resource, args, context, args_sha256, decision, policy_decision,
+        reasons, monitor, errors, approval_id::text as approval_id, ruleset_revision, requested_by,
+        to_char(evaluated_at at time zone 'UTC', ${ISO}) as evaluated_at, xid
+      from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${to}
+        ${after ? sql`and (xid, decision_id) > (${after.xid}, ${after.id}::uuid)` : sql``}
+      order by xid, decision_id limit ${PAGE}`.execute(db)
+    for (const row of rows) decisions.add(decisionSealJson(row))
+    if (rows.length < PAGE) break
+    const last: DecisionRow = rows[rows.length - 1]!
+    after = { xid: Number(last.xid), id: last.decision_id }
+  }
+  return { events: events.finish(), decisions: decisions.finish() }
+}
+
+export interface SealFields {
+  organization_id: string
+  seal_id: number
+  xid_from: number
+  xid_to: number
+  events: number
+  decisions: number
+  events_sha256: string
+  decisions_sha256: string
+  prev_sha256: string
+  sealed_at: Date
+}
+
+/** A seal's own hash: the chain link over the previous hash, the two digests and the metadata. */
+export function sealSha256(seal: SealFields, sets: { events: string; decisions: string }): string {
+  const meta = canonicalJson({
+    organization_id: seal.organization_id,
+    seal_id: seal.seal_id,
+    xid_from: seal.xid_from,
+    xid_to: seal.xid_to,
+    events: seal.events,
+    decisions: seal.decisions,
+    events_set_sha256: sets.events,
+    decisions_set_sha256: sets.decisions,
+    sealed_at: seal.sealed_at.toISOString(),
+  })
+  return sha256Hex(seal.prev_sha256 + seal.events_sha256 + seal.decisions_sha256 + meta)
+}
+
+export interface Seal extends SealFields {
+  sha256: string
+}
+
+export type SealOutcome = { sealed: Seal } | { skipped: 'busy' | 'nothing_new' }
+
+/**
+ * Seals one organization's new rows, if any, in one transaction. Another sealer holding the
+ * organization's lock (any process) makes this a no-op ('busy').
+ */
+export async function sealOrganization(db: Kysely<Database>, organizationId: string, now: Date, options: { maxRows?: number } = {}): Promise<SealOutcome> {
+  const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS_PER_SEAL
+  return db.transaction().execute(async (trx): Promise<SealOutcome> => {
+    // One statement: the lock, and the xmin of this first statement's snapshot. Everything below
+    // the xmin has ended; a later (read-committed) statement sees all of it that committed.
+    const head = await sql<{ locked: boolean; xmin: string }>`select pg_try_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${organizationId})) as locked,
+        pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(trx)
+    if (!head.rows[0]!.locked) return { skipped: 'busy' }
+    const xmin = Number(head.rows[0]!.xmin)
+    const last = await trx
+      .selectFrom('audit_seals')
+      .select(['seal_id', 'xid_to', 'sha256'])
+      .where('organization_id', '=', organizationId)
+      .orderBy('seal_id', 'desc')
+      .limit(1)
+      .executeTakeFirst()
+    const from = last ? Number(last.xid_to) : 0
+    if (xmin <= from) return { skipped: 'nothing_new' }
+    // The xid of the row after the first maxRows (if there is one) is where this seal stops.
+    const { rows } = await sql<{ xid: string }>`select xid::text as xid from (
+        (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
+        union all
+        (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
+      ) r order by xid limit 1 offset ${0}`.execute(trx)
+    if (rows.length === 0) return { skipped: 'nothing_new' }
+    const cut = await sql<{ xid: string }>`select xid::text as xid from (
+        (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
+        union all
+        (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
+      ) r order by xid limit 1 offset ${maxRows}`.execute(trx)
+    let to = xmin
+    if (cut.rows.length > 0) {
+      const boundary = Number(cut.rows[0]!.xid)
+      // The rows below `boundary` number at most maxRows; one transaction is never split.
+      to = boundary > Number(rows[0]!.xid) ? boundary : boundary + 1
+    }
+    const digest = await digestRange(trx, organizationId, from, to)
+    const fields: SealFields = {
+      organization_id: organizationId,
+      seal_id: last ? Number(last.seal_id) + 1 : 1,
+      xid_from: from,
+      xid_to: to,
+      events: digest.events.count,
+      decisions: digest.decisions.count,
+      events_sha256: digest.events.sha256,
+      decisions_sha256: digest.decisions.sha256,
+      prev_sha256: last?.sha256 ?? ZERO_SHA256,
+      sealed_at: now,
+    }
+    const seal: Seal = { ...fields, sha256: sealSha256(fields, { events: digest.events.set, decisions: digest.decisions.set }) }
+    await trx.insertInto('audit_seals').values(seal).execute()
+    return { sealed: seal }
+  })
+}
+
+/**
+ * Organizations that may have rows past their last seal: every organization id found in the
+ * audit log (an index skip scan) or the organizations table, with a row at or above its last
+ * seal's xid_to.
+ */
+export async function organizationsToSeal(db: Kysely<Database>): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`with recursive logged as (
+      (select organization_id as id from audit_events order by organization_id limit 1)
+      union all
+      select (select organization_id from audit_events where organization_id > logged.id order by organization_id limit 1) from logged where logged.id is not null
+    ), orgs as (
+      select id from logged where id is not null union select id from organizations
+    )
+    select o.id::text as id from orgs o
+      cross join lateral (select coalesce((select xid_to from audit_seals s where s.organization_id = o.id order by seal_id desc limit 1), 0) as xid_to) l
+    where exists (select 1 from audit_events e where e.organization_id = o.id and e.xid >= l.xid_to)
+       or exists (select 1 from decisions d where d.organization_id = o.id and d.xid >= l.xid_to)
+    order by 1`.execute(db)
+  return rows.map((row) => row.id)
+}
+
+/** One sealing pass: every organization with new rows gets at most one seal. Returns the seals made. */
+export async function sealAll(db: Kysely<Database>, now: Date, options: { maxRows?: number } = {}): Promise<Seal[]> {
+  const made: Seal[] = []
+  for (const organizationId of await organizationsToSeal(db)) {
+    const outcome = await sealOrganization(db, organizationId, now, options)
+    if ('sealed' in outcome) made.push(outcome.sealed)
+  }
+  return made
+}
+
+export interface AuditSealer {
+  /** Stops the timer and settles once the pass under way (if any) has finished. */
+  stop(): Promise<void>
+}
+
+/** Runs a sealing pass every `intervalMs` (never two at once in this process); stop() ends it. */
+export function startAuditSealer(db: Kysely<Database>, clock: () => number, intervalMs: number, onError: (error: unknown) => void): AuditSealer {
+  let running: Promise<void> | null = null
+  let stopped = false
+  const pass = () => {
+    if (running || stopped) return
+    running = (async () => {
+      try {
+        // A backlog larger than one seal was cut: seal the rest now rather than a tick later.
+        for (let round = 0; round < 10 && !stopped; round++) {
+          const made = await sealAll(db, new Date(clock()))
+          if (!made.some((seal) => seal.events + seal.decisions >= DEFAULT_MAX_ROWS_PER_SEAL)) break
+        }
+      } catch (error) {
+        onError(error)
+      } finally {
+        running = null
+      }
+    })()
+  }
+  const timer = setInterval(pass, intervalMs)
+  timer.unref?.()
+  return {
+    async stop() {
+      stopped = true
+      clearInterval(timer)
+      await running
+    },
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification
+
+export type ProblemKind = 'edited' | 'deleted' | 'inserted' | 'reordered' | 'seal_removed' | 'seal_edited'
+
+export interface VerifyProblem {
+  kind: ProblemKind
+  seal_id: number
+  /** Which rows the problem is in: events or decisions (absent for a problem of the seal itself). */
+  rows?: 'events' | 'decisions'
+  message: string
+}
+
+export interface LatestSeal {
+  seal_id: number
+  sha256: string
+  sealed_at: Date
+}
+
+export type VerifyResult =
+  | {
+      ok: true
+      seals: number
+      /** Events and decisions recomputed from their rows. */
+      events: number
+      decisions: number
+      /** The last seal checked (null: none yet). */
+      through_seal_id: number | null
+      latest_seal: LatestSeal | null
+      /** Seals older than the audit prune's through_seal_id: only their chain links were checked. */
+      pruned_seals: number
+      /** Seals whose decisions were removed by decision retention (not checked against rows). */
+      decisions_pruned_seals: number
+    }
+  | { ok: false; problem: VerifyProblem; latest_seal: LatestSeal | null }
+
+const SEAL_PAGE = 200
+
+/**
+ * Recomputes one organization's seal chain from its rows, seal by seal in order, and names the
+ * first mismatch. Constant memory: seals and rows are read in pages.
+ */
+export async function verifyChain(db: Kysely<Database>, organizationId: string, now: Date = new Date()): Promise<VerifyResult> {
+  const latest = await db
+    .selectFrom('audit_seals')
+    .select(['seal_id', 'sha256', 'sealed_at'])
+    .where('organization_id', '=', organizationId)
+    .orderBy('seal_id', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+  const latestSeal: LatestSeal | null = latest ? { seal_id: Number(latest.seal_id), sha256: latest.sha256, sealed_at: new Date(latest.sealed_at) } : null
+  const fail = (problem: VerifyProblem): VerifyResult => ({ ok: false, problem, latest_seal: latestSeal })
+
+  const prunedThrough = await prunedThroughSeal(db, organizationId)
+  const org = await db.selectFrom('organizations').select('decision_retention_days').where('id', '=', organizationId).executeTakeFirst()
+  const retentionHorizon = now.getTime() - (org?.decision_retention_days ?? 0) * 86_400_000
+
+  let expectedId = 1
+  let prevSha = ZERO_SHA256
+  let prevTo = 0
+  let seals = 0
+  let events = 0
+  let decisions = 0
+  let prunedSeals = 0
+  let decisionsPruned = 0
+  for (;;) {
+    const page = await db
+      .selectFrom('audit_seals')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('seal_id', '>=', expectedId)
+      .orderBy('seal_id')
+      .limit(SEAL_PAGE)
+      .execute()
+    for (const row of page) {
+      const seal: Seal = {
+        organization_id: row.organization_id,
+        seal_id: Number(row.seal_id),
+        xid_from: Number(row.xid_from),
+        xid_to: Number(row.xid_to),
+        events: Number(row.events),
+        decisions: Number(row.decisions),
+        events_sha256: row.events_sha256,
+        decisions_sha256: row.decisions_sha256,
+        prev_sha256: row.prev_sha256,
+        sha256: row.sha256,
+        sealed_at: new Date(row.sealed_at),
+      }
+      const id = seal.seal_id
+      if (id !== expectedId) {
+        return fail({ kind: 'seal_removed', seal_id: expectedId, message: `seal ${expectedId} is missing: the chain goes from ${expectedId - 1} to ${id}` })
+      }
+      if (seal.prev_sha256 !== prevSha) {
+        return fail({ kind: 'seal_edited', seal_id: id, message: `seal ${id} does not link to seal ${id - 1}: its prev_sha256 is not that seal's sha256` })
+      }
+      if (seal.xid_from !== prevTo) {
+        return fail({ kind: 'seal_edited', seal_id: id, message: `seal ${id} does not start where seal ${id - 1} ends (xid ${seal.xid_from}, expected ${prevTo})` })
+      }
+      seals++
+      expectedId = id + 1
+      prevSha = seal.sha256
+      prevTo = seal.xid_to
+      if (id <= prunedThrough) {
+        // Its rows were deleted by an audit prune: only the chain is left to check.
+        prunedSeals++
+        continue
+      }
+      const found = await digestRange(db, organizationId, seal.xid_from, seal.xid_to)
+      events += found.events.count
+      decisions += found.decisions.count
+      const decisionsGone = seal.decisions > 0 && found.decisions.count < seal.decisions && seal.sealed_at.getTime() < retentionHorizon
+      if (decisionsGone) {
+        // Decision retention removed (some of) this seal's decisions: the events are checked, the
+        // seal's own hash cannot be (it covers the decisions' order-free digest).
+        decisionsPruned++
+        const problem = compareRun(seal, 'events', found.events, null)
+        if (problem) return fail(problem)
+        continue
+      }
+      const withRows = sealSha256({ ...seal, events: found.events.count, decisions: found.decisions.count, events_sha256: found.events.sha256, decisions_sha256: found.decisions.sha256 }, {
+        events: found.events.set,
+        decisions: found.decisions.set,
+      })
+      const rowsMatchColumns =
+        found.events.count === seal.events &&
+        found.events.sha256 === seal.events_sha256 &&
+        found.decisions.count === seal.decisions &&
+        found.decisions.sha256 === seal.decisions_sha256
+      if (rowsMatchColumns) {
+        if (withRows !== seal.sha256) return fail({ kind: 'seal_edited', seal_id: id, message: `seal ${id}'s sha256 does not match its contents` })
+        continue
+      }
+      // The rows still give the seal's hash: the seal's stored counts or digests were changed.
+      if (withRows === seal.sha256) return fail({ kind: 'seal_edited', seal_id: id, message: `seal ${id}'s counts or digests were changed; its rows still match its sha256` })
+      const problem =
+        compareRun(seal, 'events', found.events, (set) => sealSha256(seal, { events: set, decisions: found.decisions.set }) === seal.sha256) ??
+        compareRun(seal, 'decisions', found.decisions, (set) => sealSha256(seal, { events: found.events.set, decisions: set }) === seal.sha256)
+      return fail(problem ?? { kind: 'seal_edited', seal_id: id, message: `seal ${id} does not match its rows` })
+    }
+    if (page.length < SEAL_PAGE) break
+  }
+  return {
+    ok: true,
+    seals,
+    events,
+    decisions,
+    through_seal_id: seals > 0 ? expectedId - 1 : null,
+    latest_seal: latestSeal,
+    pruned_seals: prunedSeals,
+    decisions_pruned_seals: decisionsPruned,
+  }
+}
+
+/**
+ * Compares one kind of row with what the seal recorded. `sameSet` tells whether an order-free
+ * digest gives the seal's hash (null: cannot be told).
+ */
+function compareRun(seal: Seal, rows: 'events' | 'decisions', found: { count: number; sha256: string; set: string }, sameSet: ((set: string) => boolean) | null): VerifyProblem | null {
+  const sealed = rows === 'events' ? seal.events : seal.decisions
+  const digest = rows === 'events' ? seal.events_sha256 : seal.decisions_sha256
+  const one = rows === 'events' ? 'an event' : 'a decision'
+  const id = seal.seal_id
+  if (found.count < sealed) return { kind: 'deleted', seal_id: id, rows, message: `${one} of seal ${id} was deleted (sealed ${sealed} ${rows}, found ${found.count})` }
+  if (found.count > sealed) return { kind: 'inserted', seal_id: id, rows, message: `${one} was inserted into seal ${id}'s range (sealed ${sealed} ${rows}, found ${found.count})` }
+  if (found.sha256 === digest) return null
+  if (sameSet?.(found.set)) return { kind: 'reordered', seal_id: id, rows, message: `${rows} of seal ${id} were reordered: the same rows under other ids` }
+  return { kind: 'edited', seal_id: id, rows, message: `${one} of seal ${id} was edited (${found.count} ${rows}, digest differs)` }
+}
+
+/** The through_seal_id of the organization's latest `audit.pruned` event (0: never pruned). */
+async function prunedThroughSeal(db: Kysely<Database>, organizationId: string): Promise<number> {
+  const row = await db
+    .selectFrom('audit_events')
+    .select('data')
+    .where('organization_id', '=', organizationId)
+    .where('type', '=', 'audit.pruned')
+    .orderBy('event_id', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+  const through = (row?.data as { through_seal_id?: unknown } | undefined)?.through_seal_id
+  return typeof through === 'number' && Number.isSafeInteger(through) && through > 0 ? through : 0
+}
+
+/** Organizations that have seals, for verifying all of them. */
+export async function sealedOrganizations(db: Kysely<Database>): Promise<string[]> {
+  const rows = await db.selectFrom('audit_seals').select('organization_id').distinct().orderBy('organization_id').execute()
+  return rows.map((row) => row.organization_id)
+}
