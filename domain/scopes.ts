@@ -10,6 +10,7 @@ export const SCOPES = [
   'agents:write',
   'decisions:read',
   'decisions:check',
+  'webhooks:manage',
 ] as const
 
 export type Scope = (typeof SCOPES)[number]

@@ -22,6 +22,8 @@ import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
 import { createRateLimiter } from './ratelimit.ts'
+import { createWebhookWorker } from './webhook-delivery.ts'
+import { webhookRoutes } from './webhooks.ts'
 
 export interface ProductSurface extends Surface {
   /** Drops cached credential lookups (of one id, or all): see Credentials.forget. */
@@ -43,6 +45,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
   const approvals = createApprovalHub(config, deps)
   // Monthly partitions of the decision log ahead of time, and retention: from start(), then daily.
   let maintenance: DecisionMaintenance | null = null
+  // Webhook fan-out and delivery: from start().
+  const webhooks = createWebhookWorker(config, deps)
   return {
     name: 'product',
     routes: [
@@ -57,6 +61,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...decisionRoutes(guard, { sets, writer }),
       ...leadListRoutes(guard),
       ...approvalRoutes(guard, approvals),
+      ...webhookRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>
@@ -67,12 +72,14 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     start: () => {
       credentials.start()
       approvals.start()
+      webhooks.start()
       maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
         deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
       )
     },
     close: async () => {
       maintenance?.stop()
+      await webhooks.close()
       await maintenance?.done
       await writer.drain()
       await approvals.close()
