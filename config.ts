@@ -89,6 +89,7 @@ const EnvSchema = v.object({
   TLS_CERT_FILE: v.nullish(v.string(), null),
   TLS_KEY_FILE: v.nullish(v.string(), null),
   ALLOW_INSECURE_HTTP: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  WEBHOOK_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
   BODY_LIMIT_BYTES: integer('BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
   BODY_TIMEOUT_MS: integer('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
   HEADERS_TIMEOUT_MS: integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
@@ -151,6 +152,8 @@ function toConfig(env: Settings) {
     tlsKeyFile: env.TLS_KEY_FILE,
     /** Accept plain HTTP from non-loopback peers on the product API (only for isolated networks). */
     allowInsecureHttp: env.ALLOW_INSECURE_HTTP,
+    /** Webhooks may target private, loopback and other internal addresses, and plain http URLs. */
+    webhookAllowPrivate: env.WEBHOOK_ALLOW_PRIVATE,
     bodyLimitBytes: env.BODY_LIMIT_BYTES,
     /** The whole request body must arrive within this many milliseconds, or the answer is 408. */
     bodyTimeoutMs: env.BODY_TIMEOUT_MS,

@@ -12,6 +12,7 @@ export const SCOPES = [
   'decisions:check',
   // Reading the audit log: Admins and Owners only (every scope), never an agent key.
   'audit:read',
+  'webhooks:manage',
 ] as const
 
 export type Scope = (typeof SCOPES)[number]

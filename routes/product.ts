@@ -25,6 +25,8 @@ import { auditRoutes } from './audit.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
 import { createRateLimiter } from './ratelimit.ts'
+import { createWebhookWorker } from './webhook-delivery.ts'
+import { webhookRoutes } from './webhooks.ts'
 
 export interface ProductSurface extends Surface {
   /** Drops cached credential lookups (of one id, or all): see Credentials.forget. */
@@ -48,6 +50,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
   let maintenance: DecisionMaintenance | null = null
   // Seals over the audit log and the decisions: from start(), every AUDIT_SEAL_INTERVAL_MS.
   let sealer: AuditSealer | null = null
+  // Webhook fan-out and delivery: from start().
+  const webhooks = createWebhookWorker(config, deps)
   return {
     name: 'product',
     routes: [
@@ -64,6 +68,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       ...approvalRoutes(guard, approvals),
       ...auditVerifyRoutes(guard),
       ...auditRoutes(guard),
+      ...webhookRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>
@@ -74,6 +79,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     start: () => {
       credentials.start()
       approvals.start()
+      webhooks.start()
       maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
         deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
       )
@@ -84,6 +90,7 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
     close: async () => {
       await sealer?.stop()
       maintenance?.stop()
+      await webhooks.close()
       await maintenance?.done
       await writer.drain()
       await approvals.close()

@@ -1,6 +1,6 @@
 // createHandler is pure: building a handler opens no connection and starts no timer. Background
-// work (the revocation and approval feeds on PostgreSQL, the key-use, pruning, approval-expiry and
-// audit-sealing timers, rate-limit sharing)
+// work (the revocation and approval feeds on PostgreSQL, the key-use, pruning, approval-expiry,
+// audit-sealing and webhook-delivery timers, rate-limit sharing)
 // runs between start() and close(), and close() leaves nothing behind.
 import { createServer } from 'node:net'
 import t, { type Test } from 'tap'
@@ -55,7 +55,7 @@ t.test('construction starts nothing; start() starts the background work; close()
   app.start()
   app.start()
   for (let i = 0; i < 40 && accepted < 2; i++) await new Promise((resolve) => setTimeout(resolve, 50))
-  t.equal(intervals.live(), 6, 'six timers after start() (key use, pruning, decision-log maintenance, approval expiry, audit sealing, rate-limit sharing), however often it is called')
+  t.equal(intervals.live(), 7, 'seven timers after start() (key use, pruning, decision-log maintenance, approval expiry, audit sealing, webhook delivery, rate-limit sharing), however often it is called')
   t.equal(accepted, 2, 'the revocation feed and the approval feed connected once each')
 
   await app.close()

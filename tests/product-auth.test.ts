@@ -46,7 +46,7 @@ t.test('happy path', async (t) => {
     t.equal(body.expires_in, 900)
     t.equal(body.organization_id, vars.ORG_A)
     t.equal(body.role, 'owner')
-    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check audit:read')
+    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check audit:read webhooks:manage')
     const use = await app.call('GET', `/policies/${vars.POLICY_A}`, { token: body.access_token })
     t.equal(use.status, 200)
     await use.body?.cancel()

@@ -1,0 +1,125 @@
+// One webhook request out: a POST with a deadline, a cap on the answer read, no redirect
+// followed, and the SSRF guard. Names are resolved by a `lookup` that checks every address it
+// returns, and the socket connects to exactly those addresses, so a DNS answer that changes
+// between a check and the connect (rebinding) cannot reach a private or loopback address.
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
+import http from 'node:http'
+import https from 'node:https'
+import type { LookupFunction } from 'node:net'
+import { forbiddenAddress, isIpLiteral } from '../domain/webhooks.ts'
+
+export interface SendOptions {
+  /** WEBHOOK_ALLOW_PRIVATE: private, loopback and other internal targets are allowed. */
+  readonly allowPrivate: boolean
+  readonly timeoutMs: number
+  /** Bytes of the answer read before the connection is dropped (the body is not kept). */
+  readonly maxResponseBytes: number
+}
+
+export interface SendResult {
+  readonly ok: boolean
+  readonly statusCode: number | null
+  readonly error: string | null
+}
+
+export type Sender = (url: string, headers: Readonly<Record<string, string>>, body: string) => Promise<SendResult>
+
+const ALLOW_HINT = 'set WEBHOOK_ALLOW_PRIVATE=true to allow internal targets'
+
+/** Why `url`'s host may not be a target when it is an IP literal, or null. */
+export function refusedLiteral(hostname: string): string | null {
+  if (!isIpLiteral(hostname)) return null
+  const reason = forbiddenAddress(hostname)
+  return reason ? `${hostname} is a ${reason} address` : null
+}
+
+function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return ((hostname: string, options: { family?: number; all?: boolean }, callback: (...args: unknown[]) => void) => {
+    dnsLookup(hostname, { all: true, family: options.family ?? 0 }, (error, addresses: LookupAddress[]) => {
+      if (error) return callback(error)
+      if (!allowPrivate) {
+        for (const entry of addresses) {
+          const reason = forbiddenAddress(entry.address)
+          if (reason) {
+            const refused = Object.assign(new Error(`refused: ${hostname} resolves to ${entry.address}, a ${reason} address; ${ALLOW_HINT}`), { code: 'EWEBHOOKREFUSED' })
+            return callback(refused)
+          }
+        }
+      }
+      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }))
+      if (options.all) return callback(null, addresses)
+      return callback(null, addresses[0]!.address, addresses[0]!.family)
+    })
+  }) as LookupFunction
+}
+
+/** A sender with its own keep-alive agents (each connection's address was checked when it opened). */
+export function createSender(options: SendOptions): Sender & { close(): void } {
+  const lookup = guardedLookup(options.allowPrivate)
+  const agents = {
+    'http:': new http.Agent({ keepAlive: true, maxSockets: 64 }),
+    'https:': new https.Agent({ keepAlive: true, maxSockets: 64 }),
+  }
+  const send: Sender = (target, headers, body) =>
+    new Promise<SendResult>((resolve) => {
+      let url: URL
+      try {
+        url = new URL(target)
+      } catch {
+        return resolve({ ok: false, statusCode: null, error: 'invalid URL' })
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') return resolve({ ok: false, statusCode: null, error: `refused: scheme ${url.protocol} is not http(s)` })
+      if (!options.allowPrivate) {
+        const literal = refusedLiteral(url.hostname)
+        if (literal) return resolve({ ok: false, statusCode: null, error: `refused: ${literal}; ${ALLOW_HINT}` })
+      }
+      let settled = false
+      const finish = (result: SendResult) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resolve(result)
+      }
+      const payload = Buffer.from(body)
+      const module = url.protocol === 'https:' ? https : http
+      const request = module.request(
+        url,
+        {
+          method: 'POST',
+          agent: agents[url.protocol],
+          lookup,
+          headers: { ...headers, 'content-type': 'application/json', 'content-length': String(payload.length), 'user-agent': 'Steward-Webhooks/1' },
+        },
+        (response) => {
+          const status = response.statusCode ?? 0
+          let read = 0
+          response.on('data', (chunk: Buffer) => {
+            read += chunk.length
+            // The answer is not kept: past the cap, stop reading and drop the connection.
+            if (read > options.maxResponseBytes) response.destroy()
+          })
+          const done = () => {
+            if (status >= 200 && status < 300) finish({ ok: true, statusCode: status, error: null })
+            else if (status >= 300 && status < 400) finish({ ok: false, statusCode: status, error: `HTTP ${status}: redirects are not followed` })
+            else finish({ ok: false, statusCode: status, error: `HTTP ${status}` })
+          }
+          response.on('end', done)
+          response.on('close', done)
+          response.on('error', done)
+        },
+      )
+      const timer = setTimeout(() => {
+        request.destroy(Object.assign(new Error(`no answer within ${options.timeoutMs} ms`), { code: 'ETIMEDOUT' }))
+      }, options.timeoutMs)
+      request.on('error', (error: Error & { code?: string }) => {
+        finish({ ok: false, statusCode: null, error: error.code === 'EWEBHOOKREFUSED' || error.code === 'ETIMEDOUT' ? error.message : `${error.code ?? 'error'}: ${error.message}` })
+      })
+      request.end(payload)
+    })
+  return Object.assign(send, {
+    close() {
+      agents['http:'].destroy()
+      agents['https:'].destroy()
+    },
+  })
+}
