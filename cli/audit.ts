@@ -124,7 +124,7 @@ const auditExport: Command = {
   options: {
     org: ORG,
     format: { type: 'string', value: 'FORMAT', description: 'one JSON object per line (as GET /audit shows events), or CSV (spreadsheet-safe, data as a JSON column)', choices: ['ndjson', 'csv'], default: 'ndjson' },
-    out: { type: 'string', value: 'FILE', description: 'write to FILE instead of stdout; it appears only once the export is complete' },
+    output: { type: 'string', value: 'FILE', description: 'write to FILE instead of stdout; it appears only once the export is complete' },
     from: { type: 'string', value: 'TIME', description: 'only events that occurred at or after TIME (RFC 3339)' },
     to: { type: 'string', value: 'TIME', description: 'only events that occurred before TIME (RFC 3339)' },
   },
@@ -136,7 +136,7 @@ const auditExport: Command = {
     const from = timeOption(options, 'from')
     const to = timeOption(options, 'to')
     if (from && to && from.getTime() >= to.getTime()) throw new UsageError('--from must be before --to')
-    const path = text(options, 'out') || null
+    const path = text(options, 'output') || null
     return withDatabase(config, async ({ db }) => {
       if (!(await findOrganization(db, organizationId))) throw new UsageError(`no organization ${organizationId}`)
       // Opened once the organization is known: a failed export leaves no file.
@@ -177,7 +177,7 @@ const auditPrune: Command = {
           io.stdout.write(`nothing pruned: no sealed range is wholly older than ${outcome.retentionDays} days\n`)
           return 0
         case 'not-exported':
-          throw new CommandFailed(`${outcome.uncovered} event(s) older than the retention (${outcome.retentionDays} days) have not been exported: export first (steward audit export --org ${organizationId} --out FILE), then prune again; nothing was deleted`)
+          throw new CommandFailed(`${outcome.uncovered} event(s) older than the retention (${outcome.retentionDays} days) have not been exported: export first (steward audit export --org ${organizationId} --output FILE), then prune again; nothing was deleted`)
         case 'pruned':
           io.stdout.write(`pruned ${outcome.deleted} event(s) through seal ${outcome.throughSealId} (older than ${outcome.retentionDays} days)\n`)
           return 0

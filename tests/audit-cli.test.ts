@@ -60,7 +60,7 @@ t.test('operator commands are recorded with actor operator', async (t) => {
 t.test('audit export: NDJSON with the exact events, oldest first, recorded', async (t) => {
   const file = join(dir, 'events.ndjson')
   const before = await rows(orgId)
-  const result = await run(['audit', 'export', '--org', orgId, '--format', 'ndjson', '--out', file])
+  const result = await run(['audit', 'export', '--org', orgId, '--format', 'ndjson', '--output', file])
   t.equal(result.code, 0, result.err)
   t.equal(result.err, `wrote ${before.length} events to ${file}\n`, 'no progress when stderr is not a terminal')
   const lines = readFileSync(file, 'utf8').split('\n')
@@ -159,9 +159,9 @@ t.test('audit prune: nothing without seals; refuses without an export; deletes w
   // The newest complete export was before the late event: it is not covered.
   const refused = await run(['audit', 'prune', '--org', orgId])
   t.equal(refused.code, 1)
-  t.equal(refused.err, `audit prune failed: 3 event(s) older than the retention (1 days) have not been exported: export first (steward audit export --org ${orgId} --out FILE), then prune again; nothing was deleted\n`)
+  t.equal(refused.err, `audit prune failed: 3 event(s) older than the retention (1 days) have not been exported: export first (steward audit export --org ${orgId} --output FILE), then prune again; nothing was deleted\n`)
   t.equal((await rows(orgId)).length, sealed.length, 'nothing deleted')
-  const exported = await run(['audit', 'export', '--org', orgId, '--out', join(dir, 'before-prune.ndjson')])
+  const exported = await run(['audit', 'export', '--org', orgId, '--output', join(dir, 'before-prune.ndjson')])
   t.equal(exported.code, 0, exported.err)
   const pruned = await run(['audit', 'prune', '--org', orgId])
   t.equal(pruned.code, 0, pruned.err)
