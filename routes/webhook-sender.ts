@@ -60,14 +60,25 @@ export function createSender(options: SendOptions): Sender & { close(): void } {
     'http:': new http.Agent({ keepAlive: true, maxSockets: 64 }),
     'https:': new https.Agent({ keepAlive: true, maxSockets: 64 }),
   }
-  const send: Sender = (target, headers, body) =>
-    new Promise<SendResult>((resolve) => {
-      let url: URL
+  // Endpoints are few and their URLs repeat for every delivery: parse each once.
+  const parsed = new Map<string, URL | null>()
+  const parse = (target: string): URL | null => {
+    let url = parsed.get(target)
+    if (url === undefined) {
       try {
         url = new URL(target)
       } catch {
-        return resolve({ ok: false, statusCode: null, error: 'invalid URL' })
+        url = null
       }
+      if (parsed.size >= 1000) parsed.clear()
+      parsed.set(target, url)
+    }
+    return url
+  }
+  const send: Sender = (target, headers, body) =>
+    new Promise<SendResult>((resolve) => {
+      const url = parse(target)
+      if (!url) return resolve({ ok: false, statusCode: null, error: 'invalid URL' })
       if (url.protocol !== 'http:' && url.protocol !== 'https:') return resolve({ ok: false, statusCode: null, error: `refused: scheme ${url.protocol} is not http(s)` })
       if (!options.allowPrivate) {
         const literal = refusedLiteral(url.hostname)
@@ -80,7 +91,6 @@ export function createSender(options: SendOptions): Sender & { close(): void } {
         clearTimeout(timer)
         resolve(result)
       }
-      const payload = Buffer.from(body)
       const module = url.protocol === 'https:' ? https : http
       const request = module.request(
         url,
@@ -88,7 +98,7 @@ export function createSender(options: SendOptions): Sender & { close(): void } {
           method: 'POST',
           agent: agents[url.protocol],
           lookup,
-          headers: { ...headers, 'content-type': 'application/json', 'content-length': String(payload.length), 'user-agent': 'Steward-Webhooks/1' },
+          headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'Steward-Webhooks/1' },
         },
         (response) => {
           const status = response.statusCode ?? 0
@@ -114,7 +124,8 @@ export function createSender(options: SendOptions): Sender & { close(): void } {
       request.on('error', (error: Error & { code?: string }) => {
         finish({ ok: false, statusCode: null, error: error.code === 'EWEBHOOKREFUSED' || error.code === 'ETIMEDOUT' ? error.message : `${error.code ?? 'error'}: ${error.message}` })
       })
-      request.end(payload)
+      // A string body goes out in the same write as the head (a Buffer would be a second chunk).
+      request.end(body)
     })
   return Object.assign(send, {
     close() {

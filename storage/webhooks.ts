@@ -1,6 +1,6 @@
 // Webhook endpoints, the fan-out of the outbox (audit events and denied decisions) into the
 // delivery log, and the per-endpoint claim the delivery worker works from. Knows nothing of HTTP.
-import { sql, type Insertable, type Kysely, type Transaction } from 'kysely'
+import { sql, type Kysely, type Transaction } from 'kysely'
 import { withoutSecrets, type Actor } from '../domain/audit.ts'
 import { coveredTypes, DISABLE_AFTER_MS, retryDelay, SUBSCRIPTION_COVERS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../domain/webhooks.ts'
 import { recordEvent } from './audit.ts'
@@ -245,31 +245,47 @@ export async function fanOut(db: Kysely<Database>, now: Date, apiUrl: string): P
     let queued = 0
     if (endpoints.length > 0) {
       const items = await readOutbox(trx, from, bound, endpoints, apiUrl)
-      const rows: Insertable<Database['webhook_deliveries']>[] = []
-      for (const item of items) {
-        for (const endpoint of endpoints) {
-          if (endpoint.organization_id !== item.organizationId || item.xid <= endpoint.created_xid || !endpoint.event_types.includes(item.subscription)) continue
-          rows.push({
-            delivery_id: crypto.randomUUID(),
-            webhook_id: endpoint.webhook_id,
-            organization_id: item.organizationId,
-            event_id: item.eventId,
-            decision_id: item.decisionId,
-            message_id: item.messageId,
-            type: item.type,
-            occurred_at: item.occurredAt,
-            payload: item.payload,
-            next_attempt_at: now,
-            created_at: now,
-          })
-        }
-      }
-      for (let i = 0; i < rows.length; i += 500) await trx.insertInto('webhook_deliveries').values(rows.slice(i, i + 500)).execute()
-      queued = rows.length
+      for (let i = 0; i < items.length; i += FANOUT_CHUNK) queued += await insertDeliveries(trx, items.slice(i, i + FANOUT_CHUNK), endpoints, now)
     }
     await trx.updateTable('webhook_fanout').set({ xid_through: bound }).execute()
     return queued
   })
+}
+
+/** Outbox items per fan-out statement. */
+const FANOUT_CHUNK = 2000
+
+/**
+ * One statement: each item's fields (its body once) and the (item, endpoint) pairs go in as arrays;
+ * the join writes one delivery per pair, in the items' order (seq follows the order by).
+ */
+async function insertDeliveries(
+  trx: Transaction<Database>,
+  items: readonly OutboxItem[],
+  endpoints: readonly { webhook_id: string; organization_id: string; event_types: string[]; created_xid: number }[],
+  now: Date,
+): Promise<number> {
+  const pairItem: number[] = []
+  const pairWebhook: string[] = []
+  items.forEach((item, index) => {
+    for (const endpoint of endpoints) {
+      if (endpoint.organization_id !== item.organizationId || item.xid <= endpoint.created_xid || !endpoint.event_types.includes(item.subscription)) continue
+      pairItem.push(index + 1)
+      pairWebhook.push(endpoint.webhook_id)
+    }
+  })
+  if (pairItem.length === 0) return 0
+  await sql`
+    insert into webhook_deliveries (delivery_id, webhook_id, organization_id, event_id, decision_id, message_id, type, occurred_at, payload, next_attempt_at, created_at)
+    select gen_random_uuid(), p.webhook_id, i.organization_id, i.event_id, i.decision_id, i.message_id, i.type, i.occurred_at, i.payload, ${now}, ${now}
+    from unnest(${pairItem}::int[], ${pairWebhook}::uuid[]) with ordinality as p(item, webhook_id, n)
+    join unnest(
+      ${items.map((item) => item.organizationId)}::uuid[], ${items.map((item) => item.eventId)}::bigint[], ${items.map((item) => item.decisionId)}::uuid[],
+      ${items.map((item) => item.messageId)}::text[], ${items.map((item) => item.type)}::text[], ${items.map((item) => item.occurredAt.toISOString())}::timestamptz[],
+      ${items.map((item) => item.payload)}::text[]
+    ) with ordinality as i(organization_id, event_id, decision_id, message_id, type, occurred_at, payload, n) on i.n = p.item
+    order by p.n`.execute(trx)
+  return pairItem.length
 }
 
 async function readOutbox(
