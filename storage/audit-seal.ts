@@ -148,6 +148,7 @@ class RunDigest {
   private readonly ordered = createHash('sha256')
   private sum = 0n
   private keys: string[] | null = null
+  private at: number | null = null
   count = 0
 
   constructor(private readonly idKey: string) {}
@@ -155,11 +156,12 @@ class RunDigest {
   add(row: Record<string, unknown>): void {
     // Every row of a kind has the same keys (eventSealJson / decisionSealJson).
     const keys = (this.keys ??= Object.keys(row).sort())
+    const at = (this.at ??= keys.indexOf(this.idKey))
     const members = canonicalMembers(row, keys)
+    // One row at a time into the running hash: nothing larger than a row is ever built.
     this.ordered.update(`${this.count === 0 ? '[' : ','}{${members.join(',')}}`)
-    const at = keys.indexOf(this.idKey)
-    const content = `{${members.filter((_, i) => i !== at).join(',')}}`
-    this.sum = (this.sum + BigInt(`0x${sha256Hex(content)}`)) % MOD
+    members.splice(at, 1)
+    this.sum = (this.sum + BigInt(`0x${sha256Hex(`{${members.join(',')}}`)}`)) % MOD
     this.count++
   }
 
@@ -264,23 +266,22 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
       .executeTakeFirst()
     const from = last ? Number(last.xid_to) : 0
     if (xmin <= from) return { skipped: 'nothing_new' }
-    // The xid of the row after the first maxRows (if there is one) is where this seal stops.
-    const { rows } = await sql<{ xid: string }>`select xid::text as xid from (
+    // One read of the range's first maxRows + 1 xids per kind: the lowest (none: nothing new) and
+    // the xid of the row after the first maxRows, if there is one, where this seal stops.
+    const { rows } = await sql<{ first: string | null; cut: string | null }>`with r as materialized (
         (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
         union all
         (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-      ) r order by xid limit 1 offset ${0}`.execute(trx)
-    if (rows.length === 0) return { skipped: 'nothing_new' }
-    const cut = await sql<{ xid: string }>`select xid::text as xid from (
-        (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-        union all
-        (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-      ) r order by xid limit 1 offset ${maxRows}`.execute(trx)
+      )
+      select (select min(xid) from r)::text as first, (select xid from r order by xid limit 1 offset ${maxRows})::text as cut`.execute(trx)
+    const first = rows[0]?.first
+    if (first == null) return { skipped: 'nothing_new' }
     let to = xmin
-    if (cut.rows.length > 0) {
-      const boundary = Number(cut.rows[0]!.xid)
+    const cut = rows[0]!.cut
+    if (cut != null) {
+      const boundary = Number(cut)
       // The rows below `boundary` number at most maxRows; one transaction is never split.
-      to = boundary > Number(rows[0]!.xid) ? boundary : boundary + 1
+      to = boundary > Number(first) ? boundary : boundary + 1
     }
     const digest = await digestRange(trx, organizationId, from, to)
     const fields: SealFields = {
