@@ -7,7 +7,7 @@
 //
 //   node --import tsx bench/audit-seal.ts     (BENCH_DATABASE_URL or TEST_DATABASE_URL,
 //                                              else postgres://postgres@127.0.0.1:5432/test)
-// RATE (5000), SECONDS (20), BATCH (100 rows per insert), AUDIT_SEAL_INTERVAL_MS (1000), ORGS (100 idle).
+// RATE (5000), SECONDS (20), BATCH (100 rows per insert), AUDIT_SEAL_INTERVAL_MS (500, the server default), ORGS (100 idle).
 import os from 'node:os'
 import { sql } from 'kysely'
 import { silentLogger } from '../log.ts'
@@ -22,7 +22,7 @@ import { createScratchDatabase, reachable } from './lib.ts'
 const RATE = Number(process.env.RATE ?? 5000)
 const SECONDS = Number(process.env.SECONDS ?? 20)
 const BATCH = Number(process.env.BATCH ?? 100)
-const INTERVAL = Number(process.env.AUDIT_SEAL_INTERVAL_MS ?? 1000)
+const INTERVAL = Number(process.env.AUDIT_SEAL_INTERVAL_MS ?? 500)
 const ORGS = Number(process.env.ORGS ?? 100)
 const adminUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'
 if (!(await reachable(adminUrl))) {

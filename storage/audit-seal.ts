@@ -27,7 +27,7 @@ import type { Database } from './schema.ts'
 
 export const ZERO_SHA256 = '0'.repeat(64)
 /** Rows read per page while hashing. */
-const PAGE = 1000
+const PAGE = 2000
 /** Rows per seal unless told otherwise (a single transaction larger than this is sealed whole). */
 export const DEFAULT_MAX_ROWS_PER_SEAL = 50_000
 /** The first key of the two-key advisory lock a sealer takes per organization (the second is hashtext(org)). */
@@ -148,6 +148,7 @@ class RunDigest {
   private readonly ordered = createHash('sha256')
   private sum = 0n
   private keys: string[] | null = null
+  private at: number | null = null
   count = 0
 
   constructor(private readonly idKey: string) {}
@@ -155,11 +156,12 @@ class RunDigest {
   add(row: Record<string, unknown>): void {
     // Every row of a kind has the same keys (eventSealJson / decisionSealJson).
     const keys = (this.keys ??= Object.keys(row).sort())
+    const at = (this.at ??= keys.indexOf(this.idKey))
     const members = canonicalMembers(row, keys)
+    // One row at a time into the running hash: nothing larger than a row is ever built.
     this.ordered.update(`${this.count === 0 ? '[' : ','}{${members.join(',')}}`)
-    const at = keys.indexOf(this.idKey)
-    const content = `{${members.filter((_, i) => i !== at).join(',')}}`
-    this.sum = (this.sum + BigInt(`0x${sha256Hex(content)}`)) % MOD
+    members.splice(at, 1)
+    this.sum = (this.sum + BigInt(`0x${sha256Hex(`{${members.join(',')}}`)}`)) % MOD
     this.count++
   }
 
@@ -175,35 +177,53 @@ export interface RangeDigest {
   decisions: { count: number; sha256: string; set: string }
 }
 
+/**
+ * Reads pages one after another and hands each to `each`, asking for the next page before hashing
+ * the current one: the database reads while this process hashes.
+ */
+async function pipelined<Row>(read: (after: Row | null) => Promise<Row[]>, each: (row: Row) => void): Promise<void> {
+  let next: Promise<Row[]> | null = read(null)
+  while (next) {
+    const rows: Row[] = await next
+    next = rows.length < PAGE ? null : read(rows[rows.length - 1]!)
+    if (next) {
+      // Its failure surfaces at the await above, on the next turn; this only keeps it handled meanwhile.
+      next.catch(() => {})
+      // Let the next query go out before the synchronous hashing below holds the thread.
+      await new Promise((resolve) => setTimeout(resolve, 0))
+    }
+    for (const row of rows) each(row)
+  }
+}
+
 /** Hashes one organization's events and decisions with xid in [from, to), a page at a time. */
 export async function digestRange(db: Db, organizationId: string, from: number, to: number): Promise<RangeDigest> {
   const events = new RunDigest('event_id')
-  let lastEvent = -1
-  for (;;) {
-    const { rows } = await sql<EventRow>`select event_id, organization_id::text as organization_id,
+  await pipelined<EventRow>(
+    async (after) =>
+      (
+        await sql<EventRow>`select event_id, organization_id::text as organization_id,
         to_char(occurred_at at time zone 'UTC', ${ISO}) as occurred_at, actor_type, actor_id, type, target_type, target_id,
         data, request_id, xid
-      from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${to} and event_id > ${lastEvent}
+      from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${to} and event_id > ${after ? Number(after.event_id) : -1}
       order by event_id limit ${PAGE}`.execute(db)
-    for (const row of rows) events.add(eventSealJson(row))
-    if (rows.length < PAGE) break
-    lastEvent = Number(rows[rows.length - 1]!.event_id)
-  }
+      ).rows,
+    (row) => events.add(eventSealJson(row)),
+  )
   const decisions = new RunDigest('decision_id')
-  let after: { xid: number; id: string } | null = null
-  for (;;) {
-    const { rows }: { rows: DecisionRow[] } = await sql<DecisionRow>`select decision_id::text as decision_id, organization_id::text as organization_id,
+  await pipelined<DecisionRow>(
+    async (after) =>
+      (
+        await sql<DecisionRow>`select decision_id::text as decision_id, organization_id::text as organization_id,
         agent_id::text as agent_id, agent_handle, action, resource, args, context, args_sha256, decision, policy_decision,
         reasons, monitor, errors, approval_id::text as approval_id, ruleset_revision, requested_by,
         to_char(evaluated_at at time zone 'UTC', ${ISO}) as evaluated_at, xid
       from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${to}
-        ${after ? sql`and (xid, decision_id) > (${after.xid}, ${after.id}::uuid)` : sql``}
+        ${after ? sql`and (xid, decision_id) > (${Number(after.xid)}, ${after.decision_id}::uuid)` : sql``}
       order by xid, decision_id limit ${PAGE}`.execute(db)
-    for (const row of rows) decisions.add(decisionSealJson(row))
-    if (rows.length < PAGE) break
-    const last: DecisionRow = rows[rows.length - 1]!
-    after = { xid: Number(last.xid), id: last.decision_id }
-  }
+      ).rows,
+    (row) => decisions.add(decisionSealJson(row)),
+  )
   return { events: events.finish(), decisions: decisions.finish() }
 }
 
@@ -264,23 +284,22 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
       .executeTakeFirst()
     const from = last ? Number(last.xid_to) : 0
     if (xmin <= from) return { skipped: 'nothing_new' }
-    // The xid of the row after the first maxRows (if there is one) is where this seal stops.
-    const { rows } = await sql<{ xid: string }>`select xid::text as xid from (
+    // One read of the range's first maxRows + 1 xids per kind: the lowest (none: nothing new) and
+    // the xid of the row after the first maxRows, if there is one, where this seal stops.
+    const { rows } = await sql<{ first: string | null; cut: string | null }>`with r as materialized (
         (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
         union all
         (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-      ) r order by xid limit 1 offset ${0}`.execute(trx)
-    if (rows.length === 0) return { skipped: 'nothing_new' }
-    const cut = await sql<{ xid: string }>`select xid::text as xid from (
-        (select xid from audit_events where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-        union all
-        (select xid from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${xmin} order by xid limit ${maxRows + 1})
-      ) r order by xid limit 1 offset ${maxRows}`.execute(trx)
+      )
+      select (select min(xid) from r)::text as first, (select xid from r order by xid limit 1 offset ${maxRows})::text as cut`.execute(trx)
+    const first = rows[0]?.first
+    if (first == null) return { skipped: 'nothing_new' }
     let to = xmin
-    if (cut.rows.length > 0) {
-      const boundary = Number(cut.rows[0]!.xid)
+    const cut = rows[0]!.cut
+    if (cut != null) {
+      const boundary = Number(cut)
       // The rows below `boundary` number at most maxRows; one transaction is never split.
-      to = boundary > Number(rows[0]!.xid) ? boundary : boundary + 1
+      to = boundary > Number(first) ? boundary : boundary + 1
     }
     const digest = await digestRange(trx, organizationId, from, to)
     const fields: SealFields = {
@@ -304,7 +323,9 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
 /**
  * Organizations that may have rows past their last seal: every organization id found in the
  * audit log (an index skip scan) or the organizations table, with a row at or above its last
- * seal's xid_to.
+ * seal's xid_to. Each organization's newest xid is one step down an index (max() reads it from
+ * the end of (organization_id, xid)); an `exists` here let the planner pick a scan of every
+ * decision per organization once one organization held most of them.
  */
 export async function organizationsToSeal(db: Kysely<Database>): Promise<string[]> {
   const { rows } = await sql<{ id: string }>`with recursive logged as (
@@ -316,8 +337,8 @@ export async function organizationsToSeal(db: Kysely<Database>): Promise<string[
     )
     select o.id::text as id from orgs o
       cross join lateral (select coalesce((select xid_to from audit_seals s where s.organization_id = o.id order by seal_id desc limit 1), 0) as xid_to) l
-    where exists (select 1 from audit_events e where e.organization_id = o.id and e.xid >= l.xid_to)
-       or exists (select 1 from decisions d where d.organization_id = o.id and d.xid >= l.xid_to)
+    where (select max(e.xid) from audit_events e where e.organization_id = o.id) >= l.xid_to
+       or (select max(d.xid) from decisions d where d.organization_id = o.id) >= l.xid_to
     order by 1`.execute(db)
   return rows.map((row) => row.id)
 }

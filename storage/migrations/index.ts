@@ -9,6 +9,7 @@ import * as governance from './2026-11-23T02-governance.ts'
 import * as approvals from './2026-11-23T03-approvals.ts'
 import * as audit from './2026-11-23T04-audit.ts'
 import * as webhooks from './2026-11-23T05-webhooks.ts'
+import * as sealIndex from './2026-11-23T06-seal-index.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
@@ -19,4 +20,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-23T03-approvals': approvals,
   '2026-11-23T04-audit': audit,
   '2026-11-23T05-webhooks': webhooks,
+  '2026-11-23T06-seal-index': sealIndex,
 })
