@@ -133,11 +133,12 @@ async function raceProbe(world: World, waitAt: string, approveAt: string, label:
     await new Promise((r) => setTimeout(r, i % 21))
     must('approve', await call(approveAt, 'POST', `/approvals/${id}/approve`, world.approverToken, {}), 200)
     const res = await waiting
-    return { ms: performance.now() - sent, status: res.body?.status as string }
+    return { ms: performance.now() - sent, status: res.status === 200 ? (res.body?.status as string) : `HTTP ${res.status}` }
   }))
   const lost = results.filter((r) => r.ms >= 4500 && r.status === 'approved').length
-  const other = results.filter((r) => r.status !== 'approved').length
-  say(`| ${label} | ${RACES} | ${lost} | ${other} |`)
+  const other = new Map<string, number>()
+  for (const r of results) if (r.status !== 'approved') other.set(r.status, (other.get(r.status) ?? 0) + 1)
+  say(`| ${label} | ${RACES} | ${lost} | ${[...other].map(([k, n]) => `${n} ${k}`).join(', ') || 0} |`)
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
