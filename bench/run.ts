@@ -14,7 +14,10 @@
 // BENCH_ONLY=decisions runs the governance sections alone (about 2 minutes; with BENCH_OUT=other.md
 // to keep RESULTS.md). BENCH_ONLY=audit runs only what the audit event costs policy and key
 // creation (bench/audit.ts, both databases; writes bench/RESULTS-audit.md unless BENCH_OUT says).
-import { rmSync, writeFileSync } from 'node:fs'
+// BENCH_ONLY=approvals runs only bench/approvals.ts (approval wake-up latency within and across
+// processes, thousands of held waiters; about 5 minutes) and puts its section into RESULTS.md in
+// place of the previous one, leaving the rest of the file as it was.
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
@@ -28,7 +31,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS || 2)
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS || 3))
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS || 1)
 const CONNECTIONS = 10
-const HARD_LIMIT_MS = 15 * 60_000
+const HARD_LIMIT_MS = 25 * 60_000
 const ONLY_DECISIONS = process.env.BENCH_ONLY === 'decisions'
 const hardStop = setTimeout(() => {
   console.error('bench: hard time limit reached; stopping')
@@ -89,6 +92,40 @@ async function auditSection(databaseUrl: string): Promise<string[]> {
     lines.push(`### ${name}`, '', result.code === 0 ? result.output.trim() : `bench/audit.ts failed (exit ${result.code}): ${result.output.slice(-1500)}`, '')
   }
   return lines
+}
+
+/** bench/approvals.ts in its own process (it starts its own servers and scratch database). */
+async function approvalsSection(): Promise<string[]> {
+  log('# approvals: wake-up latency and held waiters')
+  const result = await tsx('bench/approvals.ts', [], { BENCH_QUIET: '1', ...(adminUrl ? { BENCH_DATABASE_URL: adminUrl } : {}) }, 900_000)
+  return ['', result.code === 0 ? result.output.trim() : `## Approvals\n\nbench/approvals.ts failed (exit ${result.code}): ${result.output.slice(-1500)}`, '']
+}
+
+/** Replaces the approvals section of a results file (up to the next "## " heading), else puts it before the reading notes. */
+function spliceSection(text: string, section: string[]): string {
+  const lines = text.split('\n')
+  const begin = lines.findIndex((line) => line.startsWith('## Approvals'))
+  if (begin >= 0) {
+    let end = lines.findIndex((line, i) => i > begin && line.startsWith('## '))
+    if (end < 0) end = lines.length
+    lines.splice(begin, end - begin, ...section.join('\n').trim().split('\n'), '')
+  } else {
+    const notes = lines.findIndex((line) => line.startsWith('## Reading these numbers'))
+    lines.splice(notes >= 0 ? notes : lines.length, 0, ...section.join('\n').trim().split('\n'), '')
+  }
+  return lines.join('\n')
+}
+
+if (process.env.BENCH_ONLY === 'approvals') {
+  try {
+    const file = resolve(ROOT, 'bench', process.env.BENCH_OUT || 'RESULTS.md')
+    const section = await approvalsSection()
+    writeFileSync(file, spliceSection(existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmark results\n', section))
+    log(section.join('\n'))
+  } finally {
+    clearTimeout(hardStop)
+  }
+  process.exit(0)
 }
 
 if (process.env.BENCH_ONLY === 'audit') {
@@ -367,6 +404,7 @@ try {
     lines.push(`### ${name}`, '', replayed.code === 0 ? replayed.output.trim() : `bench/replay.ts failed (exit ${replayed.code}): ${replayed.output.slice(-1500)}`, '')
   }
   lines.push(...(await auditSection(databaseUrl)))
+  if (!ONLY_DECISIONS) lines.push(...(await approvalsSection()))
   // Start-up last: each server here starts alone, with nothing else running.
   if (!ONLY_DECISIONS) {
     log('# start-up: time to first /health 200 and process-tree memory')
