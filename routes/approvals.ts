@@ -126,7 +126,20 @@ export function approvalToJson(record: ApprovalRecord, votes: readonly VoteRecor
 }
 
 /** Waiters on approvals in this process, the sweeper that writes expiry, and the cross-process feed. */
+/**
+ * A waiter registered before the approval is read, so that a change committed between that read
+ * and the wait is never missed: a wake that comes first makes `wait` return at once.
+ */
+export interface ApprovalSubscription {
+  /** Resolves when the approval changed (even before this call), after `ms`, or on abort. */
+  wait(ms: number): Promise<void>
+  /** Leaves (idempotent); call it whatever happened. */
+  cancel(): void
+}
+
 export interface ApprovalHub {
+  /** Registers a waiter on an approval now; wait on it after reading the approval. */
+  subscribe(approvalId: string, signal: AbortSignal | null): ApprovalSubscription
   /** Resolves when the approval changes state (here or, on PostgreSQL, elsewhere), after `ms`, or on abort. */
   wait(approvalId: string, ms: number, signal: AbortSignal | null): Promise<void>
   /** Wakes this process's waiters on an approval. */
@@ -162,24 +175,47 @@ export function createApprovalHub(config: Config, deps: Deps): ApprovalHub {
       })
   }
 
+  const subscribe = (approvalId: string, signal: AbortSignal | null): ApprovalSubscription => {
+    // Over the cap or already aborted: nothing is registered and waiting returns at once.
+    let woken = signal?.aborted === true || count >= MAX_WAITERS
+    let release: (() => void) | null = null
+    let timeout: ReturnType<typeof setTimeout> | undefined
+    const set = waiters.get(approvalId) ?? new Set<() => void>()
+    const leave = () => {
+      clearTimeout(timeout)
+      signal?.removeEventListener('abort', done)
+      if (set.delete(done)) count--
+      if (set.size === 0 && waiters.get(approvalId) === set) waiters.delete(approvalId)
+    }
+    const done = () => {
+      woken = true
+      leave()
+      release?.()
+    }
+    if (!woken) {
+      waiters.set(approvalId, set)
+      set.add(done)
+      count++
+      signal?.addEventListener('abort', done, { once: true })
+    }
+    return {
+      wait: (ms) =>
+        new Promise<void>((resolve) => {
+          if (woken || ms <= 0) {
+            leave()
+            return resolve()
+          }
+          release = resolve
+          timeout = setTimeout(done, ms)
+        }),
+      cancel: leave,
+    }
+  }
+
   return {
+    subscribe,
     wait(approvalId, ms, signal) {
-      return new Promise((resolve) => {
-        if (signal?.aborted || count >= MAX_WAITERS || ms <= 0) return resolve()
-        const set = waiters.get(approvalId) ?? new Set()
-        waiters.set(approvalId, set)
-        const done = () => {
-          clearTimeout(timeout)
-          signal?.removeEventListener('abort', done)
-          if (set.delete(done)) count--
-          if (set.size === 0 && waiters.get(approvalId) === set) waiters.delete(approvalId)
-          resolve()
-        }
-        const timeout = setTimeout(done, ms)
-        set.add(done)
-        count++
-        signal?.addEventListener('abort', done, { once: true })
-      })
+      return subscribe(approvalId, signal).wait(ms)
     },
     wake,
     waiting: () => count,
@@ -252,15 +288,22 @@ export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
     const id = pathId(request, 'approval_id')
     const raw = new URL(request.url).searchParams.get('wait')
     const wait = raw === null ? 0 : parseValue(v.pipe(v.string(), v.regex(/^\d{1,2}$/, `wait must be a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`), v.transform(Number), v.maxValue(MAX_WAIT_SECONDS, `wait must be a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`)), raw)
-    let record = id === null ? null : await findApproval(ctx.deps.db, principal.organizationId, id, principal.agentId)
-    if (!record) throw new HttpError(404, APPROVAL_NOT_FOUND)
-    const now = new Date(ctx.now)
-    if (wait > 0 && effectiveStatus(record, now) === 'pending') {
-      // Never past the expiry: then the answer is expired, whatever the sweeper has written.
-      await hub.wait(record.approval_id, Math.min(wait * 1000, record.expires_at.getTime() - now.getTime()), (request as Request).signal ?? null)
-      record = (await findApproval(ctx.deps.db, principal.organizationId, record.approval_id, principal.agentId)) ?? record
+    // Registered before the first read: an approve that commits between that read and the wait
+    // still wakes this request (otherwise it would sleep until `wait` ran out).
+    const subscription = wait > 0 && id !== null ? hub.subscribe(id, (request as Request).signal ?? null) : null
+    try {
+      let record = id === null ? null : await findApproval(ctx.deps.db, principal.organizationId, id, principal.agentId)
+      if (!record) throw new HttpError(404, APPROVAL_NOT_FOUND)
+      const now = new Date(ctx.now)
+      if (subscription && effectiveStatus(record, now) === 'pending') {
+        // Never past the expiry: then the answer is expired, whatever the sweeper has written.
+        await subscription.wait(Math.min(wait * 1000, record.expires_at.getTime() - now.getTime()))
+        record = (await findApproval(ctx.deps.db, principal.organizationId, record.approval_id, principal.agentId)) ?? record
+      }
+      return answer(ctx, asOf(record, new Date(ctx.deps.clock())))
+    } finally {
+      subscription?.cancel()
     }
-    return answer(ctx, asOf(record, new Date(ctx.deps.clock())))
   }
 
   async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {

@@ -5,7 +5,9 @@
 import t from 'tap'
 import { expireDue } from '../storage/approvals.ts'
 import { decide } from './governance-support.ts'
-import { createTestApp, DATABASE_KIND, FakeClock } from './helpers.ts'
+import { createApprovalHub } from '../routes/approvals.ts'
+import type { Deps } from '../routes/deps.ts'
+import { createTestApp, DATABASE_KIND, FakeClock, memoryLogger, testConfig } from './helpers.ts'
 import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
 
 const app = await productApp(t)
@@ -267,3 +269,27 @@ t.test('across processes: approving on one handler wakes a waiter on another', {
 })
 
 void A
+
+t.test('a wake between reading the approval and starting to wait is not lost', async (t) => {
+  // The route subscribes before it reads the approval: an approve that commits after the read
+  // and before the wait must end the wait at once, not after `wait` seconds.
+  const hub = createApprovalHub(testConfig(), { db: app.db, clock: () => Date.now(), logger: memoryLogger(), listenUrl: null } as unknown as Deps)
+  const id = crypto.randomUUID()
+  const early = hub.subscribe(id, null)
+  t.equal(hub.waiting(), 1, 'registered before the read')
+  hub.wake(id) // the approve commits here, while the request is still reading
+  t.equal(hub.waiting(), 0, 'a woken waiter leaves at once')
+  const outcome = await Promise.race([early.wait(60_000).then(() => 'woken'), new Promise((done) => setTimeout(() => done('slept'), 3_000).unref())])
+  t.equal(outcome, 'woken')
+
+  const cancelled = hub.subscribe(id, null)
+  t.equal(hub.waiting(), 1)
+  cancelled.cancel()
+  cancelled.cancel()
+  t.equal(hub.waiting(), 0, 'cancel leaves, once')
+
+  const aborted = new AbortController()
+  aborted.abort()
+  t.equal(await Promise.race([hub.subscribe(id, aborted.signal).wait(60_000).then(() => 'returned'), new Promise((done) => setTimeout(() => done('slept'), 3_000).unref())]), 'returned')
+  t.equal(hub.waiting(), 0, 'an aborted request registers nothing')
+})
