@@ -218,6 +218,9 @@ async function run(): Promise<void> {
       json: { name: 'E2E approval', effect: 'require_approval', actions: ['e2e.approve'] },
     })
     t.equal(policy.status, 201)
+    // A registered agent: an unknown handle would be discovered and denied (unknown_agents: deny).
+    const agent = await world.call('POST', '/agents', { token: vars.ADMIN_KEY_A, json: { handle: 'e2e-bot' } })
+    t.equal(agent.status, 201)
     await open('Approvals', 'Approvals')
     const decided = await jsonOf(await world.call('POST', '/decisions', { token: vars.ADMIN_KEY_A, json: { agent: 'e2e-bot', action: 'e2e.approve', args: { amount: 7 } } }))
     t.equal(decided.decision, 'require_approval')
