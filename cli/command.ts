@@ -199,8 +199,10 @@ export function commandHelp(program: string, command: Command): string {
 
 /** True when the module whose `import.meta` is given is the script being run (Node, Bun, Deno). */
 export function isEntryPoint(meta: ImportMeta): boolean {
-  const main = (meta as ImportMeta & { main?: boolean }).main
-  if (typeof main === 'boolean') return main // Bun, Deno
+  // Bun, Deno and Node ≥ 24.2 set import.meta.main. Only `true` is trusted: on Node 24 the
+  // launcher imports the bundle (main: false) after pointing process.argv[1] at it, so false
+  // falls through to that check.
+  if ((meta as ImportMeta & { main?: boolean }).main === true) return true
   const script = process.argv[1]
   if (!script) return false
   try {
