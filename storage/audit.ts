@@ -15,23 +15,28 @@ export interface AuditEventInput {
   readonly occurredAt: Date
 }
 
+/** The audit_events row of one event; secret-looking keys are dropped from its data. */
+function eventRow(event: AuditEventInput) {
+  return {
+    organization_id: event.organizationId,
+    occurred_at: event.occurredAt,
+    actor_type: event.actor.type,
+    actor_id: event.actor.id,
+    type: event.type,
+    target_type: event.target.type,
+    target_id: event.target.id,
+    data: JSON.stringify(withoutSecrets(event.data ?? {})),
+    request_id: event.requestId ?? null,
+  }
+}
+
 /** Appends events inside `trx` (a transaction, or the database for a single-statement change). */
 export async function recordEvents(trx: Transaction<Database> | Kysely<Database>, events: readonly AuditEventInput[]): Promise<void> {
   if (events.length === 0) return
   await trx
     .insertInto('audit_events')
     .values(
-      events.map((event) => ({
-        organization_id: event.organizationId,
-        occurred_at: event.occurredAt,
-        actor_type: event.actor.type,
-        actor_id: event.actor.id,
-        type: event.type,
-        target_type: event.target.type,
-        target_id: event.target.id,
-        data: JSON.stringify(withoutSecrets(event.data ?? {})),
-        request_id: event.requestId ?? null,
-      })),
+      events.map(eventRow),
     )
     .execute()
 }
@@ -71,17 +76,7 @@ export async function executeWithEvents<R>(trx: Transaction<Database> | Kysely<D
   const insert = trx
     .insertInto('audit_events')
     .values(
-      events.map((event) => ({
-        organization_id: event.organizationId,
-        occurred_at: event.occurredAt,
-        actor_type: event.actor.type,
-        actor_id: event.actor.id,
-        type: event.type,
-        target_type: event.target.type,
-        target_id: event.target.id,
-        data: JSON.stringify(withoutSecrets(event.data ?? {})),
-        request_id: event.requestId ?? null,
-      })),
+      events.map(eventRow),
     )
     .compile()
   const offset = query.parameters.length
