@@ -5,14 +5,14 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import { sql } from 'kysely'
+import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { csvCell, exportAuditEvents } from '../cli/audit.ts'
 import { withLentDatabase } from '../cli/database.ts'
 import { runCli } from '../cli/main.ts'
 import { BY_OPERATOR, recordEvent } from '../storage/audit.ts'
-import { openTestDatabase } from './helpers.ts'
+import { captured, openTestDatabase } from './helpers.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-audit-cli-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -21,14 +21,7 @@ const { db } = database
 const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn', STEWARD_PASSWORD: 'correct horse battery' }
 
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
-  const code = await withLentDatabase(database, () => runCli(argv, env, { stdout, stderr }))
-  return { code, out, err }
+  return captured((io) => withLentDatabase(database, () => runCli(argv, env, io)))
 }
 
 async function rows(orgId: string): Promise<any[]> {

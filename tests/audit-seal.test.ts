@@ -4,7 +4,6 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
@@ -16,7 +15,7 @@ import { createPostgresPool, openDatabase } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'
 import { seedWorld } from '../fixtures/seed.ts'
 import { canonicalJson } from '../engine/canonical.ts'
-import { DATABASE_KIND, openTestDatabase } from './helpers.ts'
+import { captured, DATABASE_KIND, openTestDatabase } from './helpers.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
 type Db = Kysely<Database>
@@ -424,25 +423,7 @@ t.test('steward audit verify: exit 0 and ok, exit 1 naming the first mismatch', 
   const dir = mkdtempSync(join(tmpdir(), 'steward-audit-seal-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn' }
-  const once = async (argv: string[]) => {
-    const stdout = new PassThrough()
-    const stderr = new PassThrough()
-    let out = ''
-    let err = ''
-    stdout.on('data', (chunk) => (out += chunk))
-    stderr.on('data', (chunk) => (err += chunk))
-    const code = await runCli(argv, { ...env, STEWARD_PASSWORD: 'correct horse battery' }, { stdout, stderr })
-    return { code, out, err }
-  }
-  // On a loaded machine the data-directory lock of the previous command is sometimes still seen
-  // as held for a moment (the same happens on main, tests/approvals-cli.test.ts): try again then.
-  const run = async (argv: string[]) => {
-    for (let attempt = 0; ; attempt++) {
-      const result = await once(argv)
-      if (attempt === 5 || !/is in use by another process/.test(result.err)) return result
-      await new Promise((resolve) => setTimeout(resolve, 500))
-    }
-  }
+  const run = (argv: string[]) => captured((io) => runCli(argv, { ...env, STEWARD_PASSWORD: 'correct horse battery' }, io))
   const createdA = await run(['org', 'create', '--name', 'Acme', '--owner-email', 'ops@acme.example'])
   t.equal(createdA.code, 0, createdA.err)
   const createdB = await run(['org', 'create', '--name', 'Beta', '--owner-email', 'ops@beta.example'])

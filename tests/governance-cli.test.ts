@@ -2,27 +2,19 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { createJsonLogger } from '../log.ts'
 import { createHandler } from '../server.ts'
 import { openDatabase } from '../storage/connect.ts'
-import { testConfig } from './helpers.ts'
+import { captured, testConfig } from './helpers.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-gov-cli-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn' }
 
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
-  const code = await runCli(argv, { ...env, STEWARD_PASSWORD: 'correct horse battery' }, { stdout, stderr })
-  return { code, out, err }
+  return captured((io) => runCli(argv, { ...env, STEWARD_PASSWORD: 'correct horse battery' }, io))
 }
 
 async function decideOnce(key: string, agent: string): Promise<any> {

@@ -3,6 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { PassThrough } from 'node:stream'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { loadConfig, type Config } from '../config.ts'
@@ -189,4 +190,16 @@ let emails = 0
 export function nextEmail(prefix: string): string {
   emails++
   return `${prefix}-${emails}-${process.pid}@example.com`
+}
+
+/** Runs an in-process command (e.g. `runCli`) with its stdout and stderr captured as text. */
+export async function captured(command: (io: { stdout: PassThrough; stderr: PassThrough }) => Promise<number>): Promise<{ code: number; out: string; err: string }> {
+  const stdout = new PassThrough()
+  const stderr = new PassThrough()
+  let out = ''
+  let err = ''
+  stdout.on('data', (chunk) => (out += chunk))
+  stderr.on('data', (chunk) => (err += chunk))
+  const code = await command({ stdout, stderr })
+  return { code, out, err }
 }
