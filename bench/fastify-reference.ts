@@ -11,7 +11,7 @@ import { hashSecret, secretKind } from '../storage/secrets.ts'
 
 const url = process.env.DATABASE_URL
 if (!url) throw new Error('DATABASE_URL (postgres://…) is required')
-const pool = createPostgresPool(url, silentLogger, 10)
+const pool = await createPostgresPool(url, silentLogger, 10)
 const app = Fastify({ logger: false, bodyLimit: 16 * 1024 })
 
 app.get('/health', async (_request, reply) => {

@@ -147,7 +147,7 @@ try {
   if (adminUrl) {
     scratch = await createScratchDatabase(adminUrl, 'steward_bench')
     databaseUrl = scratch.url
-    pool = createPostgresPool(databaseUrl, silentLogger, 10)
+    pool = await createPostgresPool(databaseUrl, silentLogger, 10)
   } else {
     log('# no PostgreSQL reachable: database comparisons (pg loop, Fastify) skipped; Steward on PGlite')
     dataDir = join(os.tmpdir(), `steward-bench-${process.pid}`)

@@ -128,12 +128,34 @@ export interface StartupOptions {
   /** Also measure the first start with no cached template (deletes the template cache). */
   readonly coldTemplate?: boolean
   readonly log?: (line: string) => void
+  /** Starts per row; each row reports the median (default 3). */
+  readonly repeat?: number
+}
+
+type Measured = { ms: number; rssMiB: number; rssAtReadyMiB: number }
+
+/** The run with the median time (its memory figures with it). */
+function median(runs: readonly Measured[]): Measured {
+  return [...runs].sort((a, b) => a.ms - b.ms)[Math.floor(runs.length / 2)]!
+}
+
+/** Empties a scratch database again (a new first start on PostgreSQL). */
+async function resetScratch(url: string): Promise<void> {
+  const pg = (await import('pg')).default
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query('drop schema public cascade; create schema public')
+  } finally {
+    await client.end()
+  }
 }
 
 export async function measureStartup(options: StartupOptions = {}): Promise<StartupRow[]> {
   const runtimes = options.runtimes ?? RUNTIMES
   const databases = options.databases ?? ['pglite', 'postgres']
   const log = options.log ?? (() => {})
+  const repeat = options.repeat ?? 3
   const rows: StartupRow[] = []
   const launchers: Launcher[] = [...runtimes, ...(runtimes.includes('node') ? (['node cli/launch.mjs', 'npm start'] as const) : [])]
   const record = (row: StartupRow) => {
@@ -161,8 +183,17 @@ export async function measureStartup(options: StartupOptions = {}): Promise<Star
           // What `npm install` leaves: the migrated template, for the other launchers' first start.
           await buildMigratedTemplate()
         }
-        record({ launcher, database, phase: 'first start', ...(await measureOnce(launcher, env)) })
-        record({ launcher, database, phase: 'restart', ...(await measureOnce(launcher, env)) })
+        const first = [await measureOnce(launcher, env)]
+        const restart = [await measureOnce(launcher, env)]
+        // Medians of REPEAT runs: one start on this machine varies by ±0.3 s.
+        for (let run = 1; run < repeat; run++) {
+          rmSync(env.DATA_DIR, { recursive: true, force: true })
+          if (scratch) await resetScratch(scratch.url)
+          first.push(await measureOnce(launcher, env))
+          restart.push(await measureOnce(launcher, env))
+        }
+        record({ launcher, database, phase: 'first start', ...median(first) })
+        record({ launcher, database, phase: 'restart', ...median(restart) })
       } catch (error) {
         log(`not ok - ${launcher} + ${database}: ${(error as Error).message.slice(0, 600)}`)
       } finally {
@@ -179,7 +210,7 @@ export function startupMarkdown(rows: readonly StartupRow[]): string[] {
   const lines = ['## Start-up: time to first /health 200 and memory of the process tree', '']
   lines.push(
     `Spawn to the first \`GET /health\` 200 (which queries the database), then the resident memory (RSS) of the process and all its ` +
-      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle. "first start" is an empty data directory ` +
+      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle; each row is the median of three starts (one fresh data directory or database each, then a restart of it). "first start" is an empty data directory ` +
       '(PGlite) or an empty database (PostgreSQL); "no template" is the first PGlite start after an install, which runs initdb once ' +
       `and caches its output under node_modules/.cache/steward. Goals on PGlite: first start ≤ ${GOALS.pgliteFirstMs / 1000} s, restart ≤ ` +
       `${GOALS.pgliteRestartMs / 1000} s, idle tree ≤ ${GOALS.rssMiB} MiB. \`node --import tsx bench/startup.ts\` runs this section alone.`,

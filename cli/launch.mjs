@@ -81,7 +81,17 @@ export async function buildBundle() {
     absWorkingDir: ROOT,
   })
   const inputs = {}
+  // npm rewrites node_modules/.package-lock.json on every install: it stands for the ~300 bundled
+  // dependency files, so a start checks one file instead of each (about 10 ms of every start).
+  // Another package manager: every file is checked.
+  const installed = join(ROOT, 'node_modules', '.package-lock.json')
+  const byInstall = existsSync(installed)
+  if (byInstall) {
+    const stat = statSync(installed)
+    inputs['node_modules/.package-lock.json'] = [stat.size, stat.mtimeMs]
+  }
   for (const file of Object.keys(result.metafile.inputs)) {
+    if (byInstall && file.startsWith('node_modules/')) continue
     const stat = statSync(join(ROOT, file))
     inputs[file] = [stat.size, stat.mtimeMs]
     if (!file.startsWith('node_modules/') && file !== 'server.ts' && ENTRY_GUARD.test(readFileSync(join(ROOT, file), 'utf8'))) {

@@ -1,6 +1,7 @@
-// The discovery surface (docs/api.md): every document is built once, when the
-// surface is created, from the configured public URLs and the other surfaces' routes, and served
-// as static bytes with a strong ETag. Public, cacheable, readable from any origin, never redirected.
+// The discovery surface (docs/api.md): every document is built once, on its first request (not at
+// start, where the OpenAPI document alone cost about 0.1 s of every server start), from the
+// configured public URLs and the other surfaces' routes, and then served as the same static bytes
+// with a strong ETag. Public, cacheable, readable from any origin, never redirected.
 import { createHash } from 'node:crypto'
 import type { IRequest } from 'itty-router'
 import type { Config } from '../config.ts'
@@ -92,9 +93,18 @@ function protectedPaths(surfaces: readonly PublishedSurface[]): string[] {
  *   describe (the discovery surface adds its own routes).
  */
 export function createDiscoverySurface(config: Config, others: readonly PublishedSurface[] = []): Surface {
+  const builders = new Map<string, () => StaticDocument>()
   const documents = new Map<string, StaticDocument>()
-  const serve = (key: string) => (request: IRequest) => serveDocument(documents.get(key)!, request as unknown as Request)
-  const suffixes = new Map<string, StaticDocument>()
+  const documentFor = (key: string): StaticDocument => {
+    let document = documents.get(key)
+    if (document === undefined) {
+      document = builders.get(key)!()
+      documents.set(key, document)
+    }
+    return document
+  }
+  const serve = (key: string) => (request: IRequest) => serveDocument(documentFor(key), request as unknown as Request)
+  let suffixes: Map<string, StaticDocument> | null = null
 
   const routes: Route[] = [
     {
@@ -107,6 +117,9 @@ export function createDiscoverySurface(config: Config, others: readonly Publishe
       method: 'GET',
       path: '/.well-known/oauth-protected-resource/:resource_path+',
       handler: (request: IRequest) => {
+        suffixes ??= new Map(
+          [...protectedResourceSuffixes(config, protectedPaths(others))].map(([suffix, resource]) => [suffix, jsonDocument(buildProtectedResourceMetadata(config, resource))]),
+        )
         const document = suffixes.get(request.params.resource_path ?? '')
         // RFC 9728 §3.1: never a mismatching `resource`; 404 sends the client to the root document.
         if (!document) throw new HttpError(404, 'No protected resource at this path; use /.well-known/oauth-protected-resource')
@@ -156,19 +169,16 @@ export function createDiscoverySurface(config: Config, others: readonly Publishe
 
   const surface: Surface = { name: 'discovery', routes, errorBody: (_status, error) => ({ error: error.message }) }
 
-  const prm = buildProtectedResourceMetadata(config)
-  documents.set('prm', jsonDocument(prm))
-  for (const [suffix, resource] of protectedResourceSuffixes(config, protectedPaths(others))) {
-    suffixes.set(suffix, jsonDocument(buildProtectedResourceMetadata(config, resource)))
-  }
+  builders.set('prm', () => jsonDocument(buildProtectedResourceMetadata(config)))
   const revocation = others.some((s) => s.name === 'product' && s.routes.some((r) => r.method === 'POST' && r.path === '/auth/revoke'))
-  documents.set('as', jsonDocument(buildAuthorizationServerMetadata(config, revocation ? { revocationEndpoint: `${config.productApiUrl}/auth/revoke` } : {})))
-  documents.set('catalog', jsonDocument(buildApiCatalog(config), { Link: apiCatalogLinkHeader(config) }, API_CATALOG_CONTENT_TYPE))
-  const openapi = buildOpenApi(config, [...others, surface])
-  documents.set('openapi', jsonDocument(openapi))
-  documents.set('ai-plugin', jsonDocument(buildAiPlugin(config)))
-  documents.set('agents', jsonDocument(buildAgentsJson(config, openapi as never, API_VERSION)))
-  documents.set('llms', staticDocument(buildLlmsTxt(config, openapi as never), 'text/plain; charset=utf-8'))
-  documents.set('logo', staticDocument(LOGO_SVG, 'image/svg+xml'))
+  builders.set('as', () => jsonDocument(buildAuthorizationServerMetadata(config, revocation ? { revocationEndpoint: `${config.productApiUrl}/auth/revoke` } : {})))
+  builders.set('catalog', () => jsonDocument(buildApiCatalog(config), { Link: apiCatalogLinkHeader(config) }, API_CATALOG_CONTENT_TYPE))
+  let openapi: ReturnType<typeof buildOpenApi> | null = null
+  const openApiDocument = () => (openapi ??= buildOpenApi(config, [...others, surface]))
+  builders.set('openapi', () => jsonDocument(openApiDocument()))
+  builders.set('ai-plugin', () => jsonDocument(buildAiPlugin(config)))
+  builders.set('agents', () => jsonDocument(buildAgentsJson(config, openApiDocument() as never, API_VERSION)))
+  builders.set('llms', () => staticDocument(buildLlmsTxt(config, openApiDocument() as never), 'text/plain; charset=utf-8'))
+  builders.set('logo', () => staticDocument(LOGO_SVG, 'image/svg+xml'))
   return surface
 }

@@ -1,9 +1,10 @@
 // Opens the database the configuration names: PostgreSQL through pg, or embedded PGlite.
 import { mkdirSync } from 'node:fs'
 import { Kysely, PostgresDialect } from 'kysely'
-import pg from 'pg'
+import type pg from 'pg'
 import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Logger } from '../log.ts'
+import { openPglite } from './pglite-array-types.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
 import { migrations } from './migrations/index.ts'
 import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'
@@ -27,14 +28,19 @@ export interface DatabaseOptions {
 
 // int8 (OID 20) as a JS number, the same as PGlite returns it; ids stay far below 2^53.
 const INT8_OID = 20
-const types = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (oid === INT8_OID) return (value: string) => Number(value)
-    return pg.types.getTypeParser(oid, format as 'text')
-  },
-}
 
-export function createPostgresPool(url: string, logger: Logger, max = 10): pg.Pool {
+/**
+ * pg is loaded when PostgreSQL is used, not with the server: loading it costs about 60 ms of every
+ * start, which the embedded database never needs.
+ */
+export async function createPostgresPool(url: string, logger: Logger, max = 10): Promise<pg.Pool> {
+  const { default: pg } = await import('pg')
+  const types = {
+    getTypeParser(oid: number, format?: 'text' | 'binary') {
+      if (oid === INT8_OID) return (value: string) => Number(value)
+      return pg.types.getTypeParser(oid, format as 'text')
+    },
+  }
   const pool = new pg.Pool({
     connectionString: url,
     max,
@@ -61,17 +67,18 @@ export function createPostgresPool(url: string, logger: Logger, max = 10): pg.Po
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const url = options.databaseUrl
   if (isPostgresUrl(url)) {
-    const pool = createPostgresPool(url, options.logger, options.maxConnections)
+    const pool = await createPostgresPool(url, options.logger, options.maxConnections)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     return { db, kind: 'postgres', pool, close: () => db.destroy() }
   }
-  const { PGlite } = await import('@electric-sql/pglite')
+  const pgliteModule = await import('@electric-sql/pglite')
+  const { PGlite } = pgliteModule
   const startParams = pgliteStartParams(PGlite.defaultStartParams)
-  if (url === 'memory://' || url === 'memory:') return fromPglite(await PGlite.create({ startParams }))
+  if (url === 'memory://' || url === 'memory:') return fromPglite(await openPglite(pgliteModule, { startParams }))
   mkdirSync(options.dataDir, { recursive: true })
   const isNew = prepareNewDataDir(options.dataDir)
   if (isNew) await createFromTemplate(options.dataDir, startParams, Object.keys(migrations))
-  const pglite = await PGlite.create({ dataDir: options.dataDir, startParams })
+  const pglite = await openPglite(pgliteModule, { dataDir: options.dataDir, startParams })
   if (isNew) finishNewDataDir(options.dataDir)
   return fromPglite(pglite)
 }

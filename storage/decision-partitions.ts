@@ -111,19 +111,47 @@ export interface DecisionMaintenance {
   readonly done: Promise<void>
 }
 
-/** Makes partitions ahead and applies retention, now and then once a day; stop() ends it. */
-export function startDecisionMaintenance(db: Kysely<Database>, clock: () => number, onError: (error: unknown) => void): DecisionMaintenance {
-  const run = async () => {
-    try {
-      const now = new Date(clock())
-      await ensureDecisionPartitions(db, now)
-      await applyDecisionRetention(db, now)
-    } catch (error) {
-      onError(error)
-    }
+/**
+ * How long after start the first run waits. Partitions are made a month ahead and rows outside
+ * them land in the default partition, so nothing needs them at once; meanwhile the embedded
+ * database, which runs one statement at a time, answers the first requests without waiting
+ * behind this work (about 0.1 s on PGlite).
+ */
+export const FIRST_MAINTENANCE_DELAY_MS = 5_000
+
+/** Makes partitions ahead and applies retention, shortly after start and then once a day; stop() ends it. */
+export function startDecisionMaintenance(
+  db: Kysely<Database>,
+  clock: () => number,
+  onError: (error: unknown) => void,
+  firstRunDelayMs = FIRST_MAINTENANCE_DELAY_MS,
+): DecisionMaintenance {
+  let current: Promise<void> = Promise.resolve()
+  let stopped = false
+  const run = () => {
+    if (stopped) return
+    current = (async () => {
+      try {
+        const now = new Date(clock())
+        await ensureDecisionPartitions(db, now)
+        await applyDecisionRetention(db, now)
+      } catch (error) {
+        onError(error)
+      }
+    })()
   }
-  const done = run()
-  const timer = setInterval(() => void run(), 86_400_000)
+  const first = setTimeout(run, firstRunDelayMs)
+  first.unref?.()
+  const timer = setInterval(run, 86_400_000)
   timer.unref?.()
-  return { stop: () => clearInterval(timer), done }
+  return {
+    stop: () => {
+      stopped = true
+      clearTimeout(first)
+      clearInterval(timer)
+    },
+    get done() {
+      return current
+    },
+  }
 }

@@ -1,7 +1,7 @@
 // Cross-process news of credential changes: servers sharing one PostgreSQL LISTEN on this
 // channel and drop cached lookups of the id (a key, a session family or a user) they hear.
 import { sql, type Kysely } from 'kysely'
-import pg from 'pg'
+import type pg from 'pg'
 import type { Logger } from '../log.ts'
 import type { Database } from './schema.ts'
 
@@ -64,6 +64,9 @@ export function startNotificationFeed(url: string, channel: string, logger: Logg
   }
 
   const connect = async () => {
+    if (closed) return
+    // Loaded here, not with the server: only PostgreSQL has a feed to listen to.
+    const { default: pg } = await import('pg')
     if (closed) return
     const next = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000, keepAlive: true })
     client = next

@@ -306,7 +306,7 @@ t.test('two sealers racing never seal one range twice', { skip: DATABASE_KIND ==
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db)
   const url = new URL(process.env.TEST_DATABASE_URL!)
   url.searchParams.set('options', `-c search_path=${rows[0]!.schema}`)
-  const other = new Kysely<Database>({ dialect: new PostgresDialect({ pool: createPostgresPool(url.toString(), silentLogger, 4) }) })
+  const other = new Kysely<Database>({ dialect: new PostgresDialect({ pool: await createPostgresPool(url.toString(), silentLogger, 4) }) })
   t.teardown(() => other.destroy())
   t.ok(pool)
   let writing = true

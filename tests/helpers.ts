@@ -43,11 +43,11 @@ export async function pgliteTemplate(): Promise<Blob> {
 export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
   if (TEST_DATABASE_URL) {
     const schema = `t_${process.pid}_${randomBytes(4).toString('hex')}`
-    const admin = createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
+    const admin = await createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
     await admin.query(`create schema ${schema}`)
     const url = new URL(TEST_DATABASE_URL)
     url.searchParams.set('options', `-c search_path=${schema}`)
-    const pool = createPostgresPool(url.toString(), silentLogger, 10)
+    const pool = await createPostgresPool(url.toString(), silentLogger, 10)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     // Kysely's migrator looks for its tables in every schema unless told which: with another
     // test file's schema present it would skip creating its own and fail.

@@ -31,6 +31,11 @@ t.test('the bundle answers like the sources', async (t) => {
   t.ok(Array.isArray(meta.inputs['storage/connect.ts']), 'storage is bundled')
   t.ok(Array.isArray(meta.inputs['package-lock.json']), 'dependency versions count as an input')
   t.notOk(Object.keys(meta.inputs).some((file) => file.startsWith('node_modules/@electric-sql/pglite/')), 'PGlite stays outside the bundle')
+  t.ok(Array.isArray(meta.inputs['node_modules/.package-lock.json']), 'an npm install counts as an input')
+  t.notOk(
+    Object.keys(meta.inputs).some((file) => file.startsWith('node_modules/') && file !== 'node_modules/.package-lock.json'),
+    'the bundled dependency files stand behind the install record',
+  )
 })
 
 t.test('a changed input makes the next launch rebuild; an unchanged one does not', async (t) => {
@@ -48,6 +53,13 @@ t.test('a changed input makes the next launch rebuild; an unchanged one does not
   t.equal(launch(['--help']).status, 0)
   t.equal(bundleIsFresh(), true, 'rebuilt on launch')
   t.ok(statSync(BUNDLE).mtimeMs > before)
+
+  // An install (npm rewrites node_modules/.package-lock.json) makes it stale too.
+  const installed = join(ROOT, 'node_modules', '.package-lock.json')
+  const installedStat = statSync(installed)
+  utimesSync(installed, installedStat.atime, new Date(installedStat.mtimeMs + 1000))
+  t.teardown(() => utimesSync(installed, installedStat.atime, installedStat.mtime))
+  t.equal(bundleIsFresh(), false, 'stale after an install')
 })
 
 t.test('the bundled server serves files it finds relative to its sources (the console) and health', async (t) => {

@@ -448,7 +448,7 @@ t.test('security', async (t) => {
 t.test('a token with a bad checksum is refused before any database work (docs/security.md)', async (t) => {
   // On a database that cannot be reached, any lookup answers 503: a 401 proves none was made.
   const logger = memoryLogger()
-  const pool = createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 1)
+  const pool = await createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 1)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   t.teardown(() => db.destroy())
   const handler = createHandler(testConfig(), { db, clock: new FakeClock().read, logger })

@@ -126,14 +126,14 @@ t.test('revocation', async (t) => {
     const schema = (await app.db.selectNoFrom((eb) => eb.fn<string>('current_schema', []).as('s')).executeTakeFirstOrThrow()).s
     const url = new URL(TEST_DATABASE_URL!)
     url.searchParams.set('options', `-c search_path=${schema}`)
-    const pool = createPostgresPool(url.toString(), silentLogger, 4)
+    const pool = await createPostgresPool(url.toString(), silentLogger, 4)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     const second: DatabaseHandle = { db, kind: 'postgres', pool, close: () => db.destroy() }
     t.teardown(() => second.close())
     const { createTestApp } = await import('./helpers.ts')
     const peer = await createTestApp(t, { database: second, clock: app.clock })
     // Both processes subscribed before the cache is trusted.
-    const admin = createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
+    const admin = await createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
     t.teardown(() => admin.end())
     for (let i = 0; i < 100; i++) {
       const { rows } = await admin.query(`select count(*)::int as n from pg_stat_activity where query = 'LISTEN steward_credentials'`)

@@ -38,7 +38,7 @@ t.test('a lost LISTEN connection turns the cache off until it is back', { skip: 
   const credentials = createCredentials(testConfig(), { db: database.db, clock: clock.read, logger: silentLogger, listenUrl: url.toString() })
   credentials.start()
   t.teardown(() => credentials.close())
-  const admin = createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
+  const admin = await createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
   t.teardown(() => admin.end())
 
   const ctx = { now: clock.now } as RequestContext

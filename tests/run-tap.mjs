@@ -13,6 +13,7 @@ export const DATABASE_INDEPENDENT = [
   'tests/engine-*.test.ts',
   'tests/health.test.ts',
   'tests/launch.test.ts',
+  'tests/pglite-array-types.test.ts',
   'tests/pglite-template.test.ts',
   'tests/policy-cli.test.ts',
   'tests/process.test.ts',

@@ -81,7 +81,7 @@ t.test('a 500 carries it', async (t) => {
 
 t.test('503s on every surface carry it', async (t) => {
   const logger = memoryLogger()
-  const pool = createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 2)
+  const pool = await createPostgresPool('postgres://postgres@127.0.0.1:1/test', logger, 2)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   t.teardown(() => db.destroy())
   const down = createHandler(testConfig(), { db, clock: new FakeClock().read, logger, listenUrl: null })

@@ -21,11 +21,11 @@ const GOVERNANCE = '2026-11-23T02-governance'
 async function emptyDatabase(): Promise<{ db: Kysely<any>; migrator: Migrator }> {
   if (TEST_DATABASE_URL) {
     const schema = `t_mig_${process.pid}_${randomBytes(4).toString('hex')}`
-    const admin = createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
+    const admin = await createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
     await admin.query(`create schema ${schema}`)
     const url = new URL(TEST_DATABASE_URL)
     url.searchParams.set('options', `-c search_path=${schema}`)
-    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: createPostgresPool(url.toString(), silentLogger, 2) }) })
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: await createPostgresPool(url.toString(), silentLogger, 2) }) })
     t.teardown(async () => {
       await db.destroy()
       await admin.query(`drop schema ${schema} cascade`)
