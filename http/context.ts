@@ -63,12 +63,16 @@ export function buildContext<C extends PipelineConfig, D extends PipelineDeps>(r
     const proto = request.headers.get('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase()
     if (proto === 'https') tls = true
   }
+  // Worked out when a limit asks for it: most answers (a 404, a warm credential check) never do.
+  let clientKey: string | undefined
   return {
     config,
     deps,
     requestId: request.headers.get('x-request-id')?.slice(0, 64).replace(/[^\w.-]/g, '') || crypto.randomUUID(),
     clientAddress,
-    clientKey: clientRateKey(clientAddress, config.rateLimitIpv6Prefix),
+    get clientKey() {
+      return (clientKey ??= clientRateKey(clientAddress, config.rateLimitIpv6Prefix))
+    },
     secure: tls || (!trusted && isLoopback(peer)),
     now: deps.clock(),
   }

@@ -46,15 +46,22 @@ export function refuseCredentialsInUrl(request: Request): void {
   const query = request.url.indexOf('?')
   if (query < 0) return
   const search = request.url.slice(query + 1)
-  const params = new URLSearchParams(search)
+  // The router parsed the query already (itty-router's request.query); parse it here otherwise.
+  const parsed = (request as { query?: Record<string, unknown> }).query
+  const has = parsed ? (name: string) => parsed[name] !== undefined : (name: string) => new URLSearchParams(search).has(name)
   let decoded = search
-  try {
-    decoded = decodeURIComponent(search)
-  } catch {}
-  if (['access_token', 'refresh_token', 'api_key', 'client_secret'].some((name) => params.has(name)) || SECRET_PATTERN.test(decoded)) {
+  // Only an escaped query can hide a secret from the pattern below.
+  if (search.includes('%') || search.includes('+')) {
+    try {
+      decoded = decodeURIComponent(search.replaceAll('+', ' '))
+    } catch {}
+  }
+  if (CREDENTIAL_PARAMETERS.some(has) || SECRET_PATTERN.test(decoded)) {
     throw new HttpError(400, 'Credentials must be sent in the Authorization header, never in the URL')
   }
 }
+
+const CREDENTIAL_PARAMETERS = ['access_token', 'refresh_token', 'api_key', 'client_secret']
 
 /** docs/api.md: plain HTTP from a non-loopback peer is refused unless TLS ends at a trusted proxy. */
 export function requireSecureTransport(ctx: RequestContext): void {

@@ -1,18 +1,110 @@
-// Benchmark baseline: a bare fetch function (no router, no middleware) on the same
-// @hono/node-server adapter and options Steward uses, answering the same small JSON. Not product code.
+// Benchmark baseline, not product code: a bare fetch function (no router, no middleware, no reply
+// objects) on the same @hono/node-server adapter Steward uses, answering what Steward answers on
+// the routes the pipeline rows measure, with the same headers:
+//   GET /health   the shared database check of routes/health.ts (concurrent probes wait for one
+//                 `select 1` that started after they arrived), then 200 {"status":"ok",…} or 503;
+//   anything else 404 {"error":"No resource at <path>"}.
+// DATABASE_URL: postgres://… (a pg pool from storage/connect.ts), memory:// (in-memory PGlite),
+// or unset (/health answers without a database round trip).
+//   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
 
-const body = JSON.stringify({ status: 'ok' })
+const CHECK_TIMEOUT_MS = 2000
+const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
+const JSON_TYPE = 'application/json; charset=utf-8'
+const CSP = "default-src 'none'; frame-ancestors 'none'"
+
+/** One `select 1` against the configured database, or null when there is none. */
+async function openProbe(url: string | undefined): Promise<{ probe: () => Promise<unknown>; close: () => Promise<void> } | null> {
+  if (!url) return null
+  if (url === 'memory://' || url === 'memory:') {
+    const { PGlite } = await import('@electric-sql/pglite')
+    const db = new PGlite()
+    await db.waitReady
+    return { probe: () => db.query('select 1'), close: () => db.close() }
+  }
+  const { createPostgresPool } = await import('../../storage/connect.ts')
+  const { silentLogger } = await import('../../log.ts')
+  const pool = await createPostgresPool(url, silentLogger, 10)
+  return { probe: () => pool.query('select 1'), close: () => pool.end() }
+}
+
+const database = await openProbe(process.env.DATABASE_URL)
+
+/** The probe bounded by the same deadline as storage/health.ts. */
+function answers(probe: () => Promise<unknown>): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), CHECK_TIMEOUT_MS)))
+  return Promise.race([probe().then(() => true, () => false), timeout]).finally(() => clearTimeout(timer))
+}
+
+// The same coalescing as routes/health.ts: the check under way, and the one queued behind it
+// that every request arriving meanwhile shares. Never a cached answer.
+let running: Promise<boolean> | null = null
+let next: Promise<boolean> | null = null
+function start(probe: () => Promise<unknown>): Promise<boolean> {
+  const check = answers(probe)
+  running = check
+  void check.then(() => {
+    if (running === check) running = null
+  })
+  return check
+}
+function checkDatabase(): Promise<boolean> {
+  if (database === null) return Promise.resolve(true)
+  const probe = database.probe
+  if (running === null) return start(probe)
+  next ??= running.then(() => {
+    next = null
+    return start(probe)
+  })
+  return next
+}
+
+/** The headers Steward puts on every answer (http/security.ts, http/cors.ts), as a plain record. */
+function headers(extra?: Record<string, string>): Record<string, string> {
+  return {
+    'content-type': JSON_TYPE,
+    ...extra,
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': CSP,
+    'x-request-id': crypto.randomUUID(),
+    'access-control-allow-origin': '*',
+    'access-control-expose-headers': EXPOSED,
+  }
+}
+
+/** The path of an absolute request URL, up to "?" or "#". */
+function pathOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2)
+  if (start < 0) return '/'
+  let end = url.length
+  const query = url.indexOf('?', start)
+  if (query >= 0) end = query
+  const hash = url.indexOf('#', start)
+  if (hash >= 0 && hash < end) end = hash
+  return url.slice(start, end)
+}
+
+async function fetch(request: Request): Promise<Response> {
+  const path = pathOf(request.url)
+  if (path === '/health' && request.method === 'GET') {
+    if (await checkDatabase()) {
+      const body = JSON.stringify({ status: 'ok', database: 'ok', time: new Date().toISOString() })
+      return new Response(body, { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
+    }
+    const body = JSON.stringify({ status: 'Service Unavailable', error: 'Database unavailable' })
+    return new Response(body, { status: 503, headers: headers({ 'retry-after': '5', 'cache-control': 'no-store' }) })
+  }
+  return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
+}
+
 const server = serve(
-  {
-    port: Number(process.env.PORT ?? 0),
-    hostname: process.env.HOST ?? '127.0.0.1',
-    fetch: () => new Response(body, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' } }),
-  },
+  { port: Number(process.env.PORT ?? 0), hostname: process.env.HOST ?? '127.0.0.1', fetch },
   (info) => console.log(JSON.stringify({ msg: 'listening', url: `http://127.0.0.1:${info.port}` })),
 )
 process.once('SIGTERM', () => {
   const http = server as import('node:http').Server
-  http.close(() => process.exit(0))
+  http.close(() => void (database?.close() ?? Promise.resolve()).finally(() => process.exit(0)))
   http.closeAllConnections()
 })
