@@ -14,7 +14,7 @@
 // Then the agent-governance sections: POST /decisions (durable write included) against
 // POST /demo-request (new email) on PostgreSQL and on PGlite, the policy engine against cedar-wasm
 // (bench/engine.ts) and a replay of 100,000 logged decisions (bench/replay.ts) on both databases.
-// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 10 minutes.
+// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 15 minutes on this machine.
 // BENCH_ONLY=pipeline runs only the HTTP pipeline rows (GET /health, 404, 400 bad body, 401 malformed
 // key) on Steward (Node, LOG_LEVEL=warn and info), Fastify, the bare fetch function and raw
 // node:http, with the latency probes: no Bun/Deno, decisions, start-up, approvals or audit. It
