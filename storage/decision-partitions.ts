@@ -112,10 +112,14 @@ export interface DecisionMaintenance {
 }
 
 /**
- * How long after start the first run waits. Partitions are made a month ahead and rows outside
- * them land in the default partition, so nothing needs them at once; meanwhile the embedded
- * database, which runs one statement at a time, answers the first requests without waiting
- * behind this work (about 0.1 s on PGlite).
+ * How long after start the first run waits on the embedded database: rows without a partition
+ * land in the default one and are moved later, so nothing needs it at once, and PGlite, which runs
+ * one statement at a time, answers the first requests without waiting behind this work (about
+ * 0.1 s). There a transaction owns the one connection, so no insert can run while a partition is
+ * made. On PostgreSQL the first run starts at once, before traffic builds up: an insert already
+ * routed to the default partition when a partition for its month is attached fails its partition
+ * check (seen in tests as a decision answered 503), so partitions are made early, and then always
+ * a month ahead.
  */
 export const FIRST_MAINTENANCE_DELAY_MS = 5_000
 
@@ -140,14 +144,15 @@ export function startDecisionMaintenance(
       }
     })()
   }
-  const first = setTimeout(run, firstRunDelayMs)
-  first.unref?.()
+  const first = firstRunDelayMs > 0 ? setTimeout(run, firstRunDelayMs) : null
+  first?.unref?.()
+  if (first === null) run()
   const timer = setInterval(run, 86_400_000)
   timer.unref?.()
   return {
     stop: () => {
       stopped = true
-      clearTimeout(first)
+      if (first) clearTimeout(first)
       clearInterval(timer)
     },
     get done() {

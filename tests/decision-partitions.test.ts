@@ -103,4 +103,9 @@ t.test('maintenance runs first after its delay, not during start, and never afte
   await maintenance.done
   t.same(await names(), ['decisions_y2031m05', 'decisions_y2031m06'], 'the first run made this month and the next')
   t.same(await names('2032'), [], 'a maintenance stopped before its first run never ran')
+  // PostgreSQL's setting: no delay, the first run starts at once (before traffic builds up).
+  const atOnce = startDecisionMaintenance(db, () => Date.parse('2033-05-10T00:00:00Z'), (error) => t.fail(String(error)), 0)
+  t.teardown(() => atOnce.stop())
+  await atOnce.done
+  t.same(await names('2033'), ['decisions_y2033m05', 'decisions_y2033m06'], 'with no delay the first run starts at once')
 })
