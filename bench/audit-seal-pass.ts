@@ -9,25 +9,15 @@
 import os from 'node:os'
 import { createHash } from 'node:crypto'
 import { sql } from 'kysely'
-import { silentLogger } from '../log.ts'
-import { SYSTEM } from '../domain/audit.ts'
-import { recordEvent } from '../storage/audit.ts'
 import { canonicalRow, decisionSealJson, digestRange, organizationsToSeal, sealAll } from '../storage/audit-seal.ts'
-import { openDatabase } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
-import { createOrganization } from '../storage/organizations.ts'
-import { createScratchDatabase, reachable } from './lib.ts'
+import { insertDecisionBatch, openSealWorld } from './seal-world.ts'
 
 const ROWS = Number(process.env.ROWS ?? 5000)
 const REPEAT = Number(process.env.REPEAT ?? 5)
 const ORGS = Number(process.env.ORGS ?? 100)
-const adminUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'
-if (!(await reachable(adminUrl))) {
-  console.log(`no PostgreSQL at ${adminUrl}: nothing to measure`)
-  process.exit(0)
-}
-const scratch = await createScratchDatabase(adminUrl, 'steward_sealpass')
-const handle = await openDatabase({ databaseUrl: scratch.url, dataDir: '', logger: silentLogger, maxConnections: 4 })
+const world = await openSealWorld('steward_sealpass', 4, ORGS)
+const db = world.db
+const org = { id: world.organizationId }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const time = async (fn: () => Promise<unknown>) => {
   const runs: number[] = []
@@ -39,21 +29,7 @@ const time = async (fn: () => Promise<unknown>) => {
   return median(runs)
 }
 try {
-  const db = handle.db
-  await migrateToLatest(db)
-  const org = await createOrganization(db, 'Busy', new Date())
-  for (let i = 0; i < ORGS; i++) await createOrganization(db, `Idle ${i}`, new Date())
-  const agentId = crypto.randomUUID()
-  for (let i = 0; i < ROWS / 100; i++) {
-    await db.transaction().execute(async (trx) => {
-      await sql`insert into decisions (decision_id, organization_id, agent_id, agent_handle, action, resource, args, context, args_sha256, decision,
-          policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by, evaluated_at)
-        select gen_random_uuid(), ${org.id}, ${agentId}, 'bench-bot', 'tickets.read', 'ticket/' || n, jsonb_build_object('n', n), '{}'::jsonb,
-          ${'a'.repeat(64)}, 'allow', 'allow', '[{"rule":"policy"}]'::jsonb, '[]'::jsonb, '[]'::jsonb, null, 1, 'operator', now()
-        from generate_series(1, 100) n`.execute(trx)
-      await recordEvent(trx, { organizationId: org.id, actor: SYSTEM, type: 'policy.updated', target: { type: 'policy', id: null }, data: { batch: true }, occurredAt: new Date() })
-    })
-  }
+  for (let i = 0; i < ROWS / 100; i++) await db.transaction().execute((trx) => insertDecisionBatch(trx, world, 100, new Date()))
   await sql`analyze`.execute(db)
   const to = Number((await sql<{ x: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as x`.execute(db)).rows[0]!.x)
 
@@ -114,6 +90,5 @@ try {
   const pending = (await organizationsToSeal(db)).length
   console.log(`  idle pass (${ORGS + 1} organizations, ${pending} with rows not sealed yet): ${idleMs.toFixed(1)} ms`)
 } finally {
-  await handle.close()
-  await scratch.drop()
+  await world.close()
 }

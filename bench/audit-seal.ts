@@ -10,45 +10,24 @@
 // RATE (5000), SECONDS (20), BATCH (100 rows per insert), AUDIT_SEAL_INTERVAL_MS (500, the server default), ORGS (100 idle).
 import os from 'node:os'
 import { sql } from 'kysely'
-import { silentLogger } from '../log.ts'
-import { SYSTEM } from '../domain/audit.ts'
-import { recordEvent } from '../storage/audit.ts'
 import { startAuditSealer, verifyChain } from '../storage/audit-seal.ts'
-import { openDatabase } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
-import { createOrganization } from '../storage/organizations.ts'
-import { createScratchDatabase, reachable } from './lib.ts'
+import { insertDecisionBatch, openSealWorld } from './seal-world.ts'
 
 const RATE = Number(process.env.RATE ?? 5000)
 const SECONDS = Number(process.env.SECONDS ?? 20)
 const BATCH = Number(process.env.BATCH ?? 100)
 const INTERVAL = Number(process.env.AUDIT_SEAL_INTERVAL_MS ?? 500)
 const ORGS = Number(process.env.ORGS ?? 100)
-const adminUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'
-if (!(await reachable(adminUrl))) {
-  console.log(`no PostgreSQL at ${adminUrl}: nothing to measure`)
-  process.exit(0)
-}
-const scratch = await createScratchDatabase(adminUrl, 'steward_seal')
-const handle = await openDatabase({ databaseUrl: scratch.url, dataDir: '', logger: silentLogger, maxConnections: 10 })
+const world = await openSealWorld('steward_seal', 10, ORGS)
 try {
-  const db = handle.db
-  await migrateToLatest(db)
-  const org = await createOrganization(db, 'Busy', new Date())
-  for (let i = 0; i < ORGS; i++) await createOrganization(db, `Idle ${i}`, new Date())
-  const agentId = crypto.randomUUID()
+  const db = world.db
 
   /** Batches committed: their transaction id and when the commit returned. */
   const committed: { xid: number; at: number }[] = []
   const insertBatch = async () => {
     const at = new Date()
     const xid = await db.transaction().execute(async (trx) => {
-      await sql`insert into decisions (decision_id, organization_id, agent_id, agent_handle, action, resource, args, context, args_sha256, decision,
-          policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by, evaluated_at)
-        select gen_random_uuid(), ${org.id}, ${agentId}, 'bench-bot', 'tickets.read', 'ticket/' || n, jsonb_build_object('n', n), '{}'::jsonb,
-          ${'a'.repeat(64)}, 'allow', 'allow', '[{"rule":"policy"}]'::jsonb, '[]'::jsonb, '[]'::jsonb, null, 1, 'operator', ${at}
-        from generate_series(1, ${BATCH}) n`.execute(trx)
-      await recordEvent(trx, { organizationId: org.id, actor: SYSTEM, type: 'policy.updated', target: { type: 'policy', id: null }, data: { batch: true }, occurredAt: at })
+      await insertDecisionBatch(trx, world, BATCH, at)
       const { rows } = await sql<{ xid: string }>`select pg_current_xact_id()::text as xid`.execute(trx)
       return Number(rows[0]!.xid)
     })
@@ -61,7 +40,7 @@ try {
   const observer = (async () => {
     let last = 0
     while (observing) {
-      const row = await db.selectFrom('audit_seals').select('xid_to').where('organization_id', '=', org.id).orderBy('seal_id', 'desc').limit(1).executeTakeFirst()
+      const row = await db.selectFrom('audit_seals').select('xid_to').where('organization_id', '=', world.organizationId).orderBy('seal_id', 'desc').limit(1).executeTakeFirst()
       const xidTo = row ? Number(row.xid_to) : 0
       if (xidTo > last) observed.push({ xidTo, at: Date.now() })
       last = xidTo
@@ -96,9 +75,9 @@ try {
   })
   lags.sort((a, b) => a - b)
   const pct = (p: number) => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))]!
-  const seals = await db.selectFrom('audit_seals').select([db.fn.countAll<string>().as('n'), db.fn.max('decisions').as('max')]).where('organization_id', '=', org.id).executeTakeFirstOrThrow()
+  const seals = await db.selectFrom('audit_seals').select([db.fn.countAll<string>().as('n'), db.fn.max('decisions').as('max')]).where('organization_id', '=', world.organizationId).executeTakeFirstOrThrow()
   const verifyStart = Date.now()
-  const verified = await verifyChain(db, org.id)
+  const verified = await verifyChain(db, world.organizationId)
   const verifyMs = Date.now() - verifyStart
   const rows = committed.length * BATCH
   console.log(`Node ${process.version}, ${os.cpus().length} CPUs (load average ${os.loadavg().map((n) => n.toFixed(1)).join(' ')}), local PostgreSQL`)
@@ -106,6 +85,5 @@ try {
   console.log(`seals: ${seals.n} (largest ${seals.max} decisions); seal lag from commit to covering seal: p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${lags[lags.length - 1]} ms (goal p99 ≤ 2000 ms)`)
   console.log(`verify: ${verified.ok ? 'ok' : `FAILED ${JSON.stringify(verified)}`}, ${verified.ok ? `${verified.decisions.toLocaleString('en-US')} decisions, ${verified.events.toLocaleString('en-US')} events` : ''} in ${verifyMs} ms`)
 } finally {
-  await handle.close()
-  await scratch.drop()
+  await world.close()
 }

@@ -14,7 +14,7 @@ import { silentLogger } from '../log.ts'
 import { openDatabase } from '../storage/connect.ts'
 import { createApiKey, recordKeyUses } from '../storage/keys.ts'
 import { findUserByEmail } from '../storage/users.ts'
-import { pgliteTemplate, TEST_DATABASE_URL } from './helpers.ts'
+import { captured, pgliteTemplate, TEST_DATABASE_URL } from './helpers.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-cli-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -38,14 +38,7 @@ interface Result {
 }
 
 async function run(argv: string[], options: { env?: Record<string, string>; stdin?: Io['stdin'] } = {}): Promise<Result> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
-  const code = await runCli(argv, options.env ?? env, { stdout, stderr, ...(options.stdin ? { stdin: options.stdin } : {}) })
-  return { code, out, err }
+  return captured((io) => runCli(argv, options.env ?? env, { ...io, ...(options.stdin ? { stdin: options.stdin } : {}) }))
 }
 
 async function withDb<T>(work: (db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<T>): Promise<T> {

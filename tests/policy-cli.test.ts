@@ -4,12 +4,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
-import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { productOperations } from '../server.ts'
 import { createJsonLogger } from '../log.ts'
 import { openDatabase } from '../storage/connect.ts'
+import { captured } from './helpers.ts'
 import { childEnv, startServerProcess } from './process-support.ts'
 
 t.setTimeout(600_000)
@@ -18,14 +18,7 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn' }
 
 async function run(argv: string[], runEnv: Record<string, string | undefined> = env): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
-  const code = await runCli(argv, runEnv, { stdout, stderr }, { operations: productOperations })
-  return { code, out, err }
+  return captured((io) => runCli(argv, runEnv, io, { operations: productOperations }))
 }
 
 const drafts = join(dir, 'drafts.json')

@@ -11,6 +11,7 @@ import { PassThrough } from 'node:stream'
 import { createScratchDatabase } from '../bench/lib.ts'
 import { DataDirHeldError, lockDataDir, SOCKET_NAME } from '../cli/lock.ts'
 import { runCli } from '../cli/main.ts'
+import { captured } from './helpers.ts'
 import { childEnv, runServerTs, startServerProcess } from './process-support.ts'
 
 // Each first start of the embedded database takes seconds (more on a busy machine).
@@ -102,13 +103,7 @@ t.test('a running server holds the directory; commands are carried out by it', a
 
 /** An operator command run in this process (its client side), with its output and exit code. */
 async function command(argv: readonly string[], env: NodeJS.ProcessEnv, stdin?: NodeJS.ReadableStream & { isTTY?: boolean }): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
-  const code = await runCli(argv, env, { stdout, stderr, ...(stdin ? { stdin } : {}) })
+  const { code, out, err } = await captured((io) => runCli(argv, env, { ...io, ...(stdin ? { stdin } : {}) }))
   return { code, stdout: out, stderr: err }
 }
 

@@ -2,30 +2,22 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { createJsonLogger } from '../log.ts'
 import { createHandler } from '../server.ts'
 import { openDatabase } from '../storage/connect.ts'
-import { testConfig } from './helpers.ts'
+import { captured, testConfig } from './helpers.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-cli-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn' }
 
 async function run(argv: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (chunk) => (out += chunk))
-  stderr.on('data', (chunk) => (err += chunk))
   const saved = process.env.STEWARD_PASSWORD
   if (extraEnv.STEWARD_PASSWORD) process.env.STEWARD_PASSWORD = extraEnv.STEWARD_PASSWORD
   try {
-    const code = await runCli(argv, { ...env, ...extraEnv }, { stdout, stderr })
-    return { code, out, err }
+    return await captured((io) => runCli(argv, { ...env, ...extraEnv }, io))
   } finally {
     if (saved === undefined) delete process.env.STEWARD_PASSWORD
     else process.env.STEWARD_PASSWORD = saved

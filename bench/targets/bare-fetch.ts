@@ -8,6 +8,7 @@
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
+import { pathOf } from '../../http/pipeline.ts'
 
 const CHECK_TIMEOUT_MS = 2000
 const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
@@ -72,18 +73,6 @@ function headers(extra?: Record<string, string>): Record<string, string> {
     'access-control-allow-origin': '*',
     'access-control-expose-headers': EXPOSED,
   }
-}
-
-/** The path of an absolute request URL, up to "?" or "#". */
-function pathOf(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2)
-  if (start < 0) return '/'
-  let end = url.length
-  const query = url.indexOf('?', start)
-  if (query >= 0) end = query
-  const hash = url.indexOf('#', start)
-  if (hash >= 0 && hash < end) end = hash
-  return url.slice(start, end)
 }
 
 async function fetch(request: Request): Promise<Response> {
