@@ -159,26 +159,15 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   // One itty-router per first path segment. itty-router tests each route's pattern in turn, so
   // one router for everything tested ~150 patterns before answering an unknown path (about a
   // third of a 404's cost); here a request meets only the routes that share its first segment,
-  // and a segment no route has is a 404 without any. A route whose first segment is a parameter
-  // or a wildcard would be tried for every path: it goes into every router.
+  // and a segment no route has is a 404 without any. Every route starts with a literal segment.
   type SegmentRouter = ReturnType<typeof Router<IRequest, [RequestContext<C, D>]>>
   const routers = new Map<string, SegmentRouter>()
-  const anySegment: Array<(router: SegmentRouter) => void> = []
-  const routerFor = (path: string): SegmentRouter[] => {
+  const routerFor = (path: string): SegmentRouter => {
     const segment = firstSegment(path)
-    if (segment.startsWith(':') || segment.includes('*')) return [...routers.values()]
+    if (segment.startsWith(':') || segment.includes('*')) throw new Error(`route ${path}: the first path segment must be literal`)
     let router = routers.get(segment)
-    if (!router) {
-      router = Router<IRequest, [RequestContext<C, D>]>()
-      for (const add of anySegment) add(router)
-      routers.set(segment, router)
-    }
-    return [router]
-  }
-  const register = (path: string, add: (router: SegmentRouter) => void) => {
-    const segment = firstSegment(path)
-    if (segment.startsWith(':') || segment.includes('*')) anySegment.push(add)
-    for (const router of routerFor(path)) add(router)
+    if (!router) routers.set(segment, (router = Router<IRequest, [RequestContext<C, D>]>()))
+    return router
   }
   const allowByPath = new Map<string, Set<string>>()
   const surfaceByPath = new Map<string, Surface<C, D>>()
@@ -191,7 +180,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   for (const surface of surfaces) {
     for (const route of surface.routes) {
       const handler = wrap(surface, route)
-      register(route.path, (router) => router[route.method.toLowerCase() as 'get'](route.path, handler))
+      routerFor(route.path)[route.method.toLowerCase() as 'get'](route.path, handler)
       const allowed = allowByPath.get(route.path) ?? new Set<string>()
       allowed.add(route.method)
       if (route.method === 'GET') allowed.add('HEAD')
@@ -205,7 +194,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     const allow = [...allowed]
     // A deprecated path says so on every answer, a 405 or a preflight included.
     const lifecycle = lifecycleByPath.get(path)
-    register(path, (router) => router.all(path, notAllowed))
+    routerFor(path).all(path, notAllowed)
     function notAllowed(request: IRequest, ctx: RequestContext<C, D>): Reply {
       let reply: Reply
       if (request.method === 'OPTIONS') reply = preflight(config, request, allow)
@@ -225,7 +214,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const surfaceBySegment = new Map<string, Surface<C, D>>()
   for (const [path, surface] of surfaceByPath) {
     const segment = firstSegment(path)
-    if (!segment.startsWith(':') && !surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
+    if (!surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
   }
   const notFound = (request: IRequest, ctx: RequestContext<C, D>): Reply => {
     // A CORS preflight is answered whatever the path, so that a cross-origin client (the console

@@ -47,8 +47,7 @@ export function refuseCredentialsInUrl(request: Request): void {
   if (query < 0) return
   const search = request.url.slice(query + 1)
   // The router parsed the query already (itty-router's request.query); parse it here otherwise.
-  const parsed = (request as { query?: Record<string, unknown> }).query
-  const has = parsed ? (name: string) => parsed[name] !== undefined : (name: string) => new URLSearchParams(search).has(name)
+  const parsed = (request as { query?: Record<string, unknown> }).query ?? Object.fromEntries(new URLSearchParams(search))
   let decoded = search
   // Only an escaped query can hide a secret from the pattern below.
   if (search.includes('%') || search.includes('+')) {
@@ -56,7 +55,7 @@ export function refuseCredentialsInUrl(request: Request): void {
       decoded = decodeURIComponent(search.replaceAll('+', ' '))
     } catch {}
   }
-  if (CREDENTIAL_PARAMETERS.some(has) || SECRET_PATTERN.test(decoded)) {
+  if (CREDENTIAL_PARAMETERS.some((name) => parsed[name] !== undefined) || SECRET_PATTERN.test(decoded)) {
     throw new HttpError(400, 'Credentials must be sent in the Authorization header, never in the URL')
   }
 }

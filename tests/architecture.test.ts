@@ -141,3 +141,23 @@ t.test('the checks catch a bad graph', async (t) => {
   ])
   t.same(wrongWay(new Map([['routes/x.ts', ['storage/y.ts', 'engine/z.ts', 'http/w.ts']]])), [], 'allowed imports pass')
 })
+
+t.test('the router is split by first path segment: a route that starts with a parameter or wildcard is refused when the handler is built', async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const { json } = await import('../http/reply.ts')
+  const deps = { clock: Date.now, logger: { log() {} } }
+  const surface = (path: string) => ({
+    name: 'x',
+    routes: [{ method: 'GET' as const, path, handler: () => json(200, {}), doc: { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} } }],
+    errorBody: () => ({}),
+  })
+  for (const path of ['/:id', '/*', '/:id/things']) {
+    const one = surface(path)
+    t.throws(() => createFetch([one as never], { config: testConfig(), deps, fallback: one as never }), { message: `route ${path}: the first path segment must be literal` }, path)
+  }
+  const fine = surface('/things/:id')
+  const handler = createFetch([fine as never], { config: testConfig(), deps, fallback: fine as never })
+  t.equal((await handler.fetch(new Request('http://127.0.0.1/things/1'))).status, 200)
+  t.equal((await handler.fetch(new Request('http://127.0.0.1/other/1'))).status, 404)
+})
