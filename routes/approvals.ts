@@ -125,7 +125,6 @@ export function approvalToJson(record: ApprovalRecord, votes: readonly VoteRecor
   }
 }
 
-/** Waiters on approvals in this process, the sweeper that writes expiry, and the cross-process feed. */
 /**
  * A waiter registered before the approval is read, so that a change committed between that read
  * and the wait is never missed: a wake that comes first makes `wait` return at once.
@@ -137,11 +136,13 @@ export interface ApprovalSubscription {
   cancel(): void
 }
 
+/** Waiters on approvals in this process, the sweeper that writes expiry, and the cross-process feed. */
 export interface ApprovalHub {
-  /** Registers a waiter on an approval now; wait on it after reading the approval. */
+  /**
+   * Registers a waiter on an approval now; wait on it after reading the approval. It wakes when the
+   * approval changes state (here or, on PostgreSQL, elsewhere).
+   */
   subscribe(approvalId: string, signal: AbortSignal | null): ApprovalSubscription
-  /** Resolves when the approval changes state (here or, on PostgreSQL, elsewhere), after `ms`, or on abort. */
-  wait(approvalId: string, ms: number, signal: AbortSignal | null): Promise<void>
   /** Wakes this process's waiters on an approval. */
   wake(approvalId: string): void
   /** Waiters now (for tests). */
@@ -214,9 +215,6 @@ export function createApprovalHub(config: Config, deps: Deps): ApprovalHub {
 
   return {
     subscribe,
-    wait(approvalId, ms, signal) {
-      return subscribe(approvalId, signal).wait(ms)
-    },
     wake,
     waiting: () => count,
     start() {
