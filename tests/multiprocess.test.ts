@@ -11,7 +11,9 @@ if (!url) {
 } else {
   const scratch = await createScratchDatabase(url, 'steward_mp')
   t.teardown(() => scratch.drop())
-  const env = { DATABASE_URL: scratch.url, LEAD_RATE_LIMIT: '10/60', API_RATE_LIMIT: '1000000/60' }
+  // A one-hour window: windows are aligned to the clock, and a one-minute one rolled over in the
+  // middle of the rate-limit test below once in CI (all six then answered 200).
+  const env = { DATABASE_URL: scratch.url, LEAD_RATE_LIMIT: '10/3600', API_RATE_LIMIT: '1000000/60' }
   // Start one first so migrations run once; the second finds the schema up to date.
   const a: ServerProcess = await startServer('node', env)
   t.teardown(() => a.stop())
@@ -47,7 +49,7 @@ if (!url) {
       await res.body?.cancel()
       await settle()
     }
-    // Limit 10 per minute over both: 8 spent, so 2 more succeed and the rest are refused —
+    // Limit 10 per window over both: 8 spent, so 2 more succeed and the rest are refused —
     // with 4 each, neither process alone would have refused anything.
     t.same(statuses, [200, 200, 429, 429, 429, 429], `statuses ${statuses.join(',')}`)
   })
