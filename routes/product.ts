@@ -1,9 +1,8 @@
 // The product API surface (docs/api.md): the token endpoint, policies, API keys, members
 // and the health probe, behind bearer credentials. Errors are {"status": reason phrase, "error": message};
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
-import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Config } from '../config.ts'
-import { FIRST_MAINTENANCE_DELAY_MS, startDecisionMaintenance, type DecisionMaintenance } from '../storage/decision-partitions.ts'
+import { startDecisionMaintenance, type DecisionMaintenance } from '../storage/decision-partitions.ts'
 import { startAuditSealer, type AuditSealer } from '../storage/audit-seal.ts'
 import { auditVerifyRoutes } from './audit-verify.ts'
 import { createDecisionWriter } from '../storage/decision-writer.ts'
@@ -81,11 +80,8 @@ export function createProductSurface(config: Config, deps: Deps): ProductSurface
       credentials.start()
       approvals.start()
       webhooks.start()
-      maintenance ??= startDecisionMaintenance(
-        deps.db,
-        deps.clock,
-        (error) => deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
-        isPostgresUrl(config.databaseUrl) ? 0 : FIRST_MAINTENANCE_DELAY_MS,
+      maintenance ??= startDecisionMaintenance(deps.db, deps.clock, (error) =>
+        deps.logger.log('warn', 'decision log maintenance failed', { code: (error as { code?: string }).code ?? null }),
       )
       sealer ??= startAuditSealer(deps.db, deps.clock, config.auditSealIntervalMs, (error) =>
         deps.logger.log('warn', 'audit sealing failed', { code: (error as { code?: string }).code ?? null }),

@@ -111,52 +111,19 @@ export interface DecisionMaintenance {
   readonly done: Promise<void>
 }
 
-/**
- * How long after start the first run waits on the embedded database: rows without a partition
- * land in the default one and are moved later, so nothing needs it at once, and PGlite, which runs
- * one statement at a time, answers the first requests without waiting behind this work (about
- * 0.1 s). There a transaction owns the one connection, so no insert can run while a partition is
- * made. On PostgreSQL the first run starts at once, before traffic builds up: an insert already
- * routed to the default partition when a partition for its month is attached fails its partition
- * check (seen in tests as a decision answered 503), so partitions are made early, and then always
- * a month ahead.
- */
-export const FIRST_MAINTENANCE_DELAY_MS = 5_000
-
-/** Makes partitions ahead and applies retention, shortly after start and then once a day; stop() ends it. */
-export function startDecisionMaintenance(
-  db: Kysely<Database>,
-  clock: () => number,
-  onError: (error: unknown) => void,
-  firstRunDelayMs = FIRST_MAINTENANCE_DELAY_MS,
-): DecisionMaintenance {
-  let current: Promise<void> = Promise.resolve()
-  let stopped = false
-  const run = () => {
-    if (stopped) return
-    current = (async () => {
-      try {
-        const now = new Date(clock())
-        await ensureDecisionPartitions(db, now)
-        await applyDecisionRetention(db, now)
-      } catch (error) {
-        onError(error)
-      }
-    })()
+/** Makes partitions ahead and applies retention, now and then once a day; stop() ends it. */
+export function startDecisionMaintenance(db: Kysely<Database>, clock: () => number, onError: (error: unknown) => void): DecisionMaintenance {
+  const run = async () => {
+    try {
+      const now = new Date(clock())
+      await ensureDecisionPartitions(db, now)
+      await applyDecisionRetention(db, now)
+    } catch (error) {
+      onError(error)
+    }
   }
-  const first = firstRunDelayMs > 0 ? setTimeout(run, firstRunDelayMs) : null
-  first?.unref?.()
-  if (first === null) run()
-  const timer = setInterval(run, 86_400_000)
+  const done = run()
+  const timer = setInterval(() => void run(), 86_400_000)
   timer.unref?.()
-  return {
-    stop: () => {
-      stopped = true
-      if (first) clearTimeout(first)
-      clearInterval(timer)
-    },
-    get done() {
-      return current
-    },
-  }
+  return { stop: () => clearInterval(timer), done }
 }

@@ -3,7 +3,7 @@
 // organization applied row by row).
 import { sql } from 'kysely'
 import t from 'tap'
-import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions, startDecisionMaintenance } from '../storage/decision-partitions.ts'
+import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions } from '../storage/decision-partitions.ts'
 import { openTestDatabase } from './helpers.ts'
 import { createOrganization } from '../storage/organizations.ts'
 
@@ -87,25 +87,4 @@ t.test('retention drops whole old partitions and applies shorter settings per or
     ],
   )
   t.same((await listDecisionPartitions(db)).map((p) => p.name), ['decisions_y2026m12', 'decisions_y2027m01'])
-})
-
-t.test('maintenance runs first after its delay, not during start, and never after stop()', async (t) => {
-  const clockAt = Date.parse('2031-05-10T00:00:00Z')
-  const names = async (year = '2031') => (await listDecisionPartitions(db)).map((p) => p.name).filter((name) => name.startsWith(`decisions_y${year}`))
-  // Runs last in this file: retention as of 2031 drops the older partitions made above.
-  const stoppedEarly = startDecisionMaintenance(db, () => Date.parse('2032-05-10T00:00:00Z'), (error) => t.fail(String(error)), 100)
-  stoppedEarly.stop()
-  const maintenance = startDecisionMaintenance(db, () => clockAt, (error) => t.fail(String(error)), 300)
-  t.teardown(() => maintenance.stop())
-  await new Promise((resolve) => setTimeout(resolve, 50))
-  t.same(await names(), [], 'nothing made while the server is starting')
-  await new Promise((resolve) => setTimeout(resolve, 450))
-  await maintenance.done
-  t.same(await names(), ['decisions_y2031m05', 'decisions_y2031m06'], 'the first run made this month and the next')
-  t.same(await names('2032'), [], 'a maintenance stopped before its first run never ran')
-  // PostgreSQL's setting: no delay, the first run starts at once (before traffic builds up).
-  const atOnce = startDecisionMaintenance(db, () => Date.parse('2033-05-10T00:00:00Z'), (error) => t.fail(String(error)), 0)
-  t.teardown(() => atOnce.stop())
-  await atOnce.done
-  t.same(await names('2033'), ['decisions_y2033m05', 'decisions_y2033m06'], 'with no delay the first run starts at once')
 })
