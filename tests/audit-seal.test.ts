@@ -344,6 +344,32 @@ t.test('two sealers racing never seal one range twice', { skip: DATABASE_KIND ==
   t.match(await verifyChain(db, A, new Date()), { ok: true, seals: seals.length, events: total })
 })
 
+t.test('a seal holds no transaction while it hashes: other queries run between its pages', async (t) => {
+  // On PGlite (one connection for the process) a transaction held across the hashing would hold
+  // every request with it; there, no probe could finish before the seal did.
+  const { db } = await openTestDatabase(t)
+  const vars = await seedWorld(db, NOW.getTime())
+  const A = vars.ORG_A!
+  await sql`insert into decisions (decision_id, organization_id, agent_id, agent_handle, action, resource, args, context, args_sha256, decision,
+      policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by, evaluated_at)
+    select gen_random_uuid(), ${A}, gen_random_uuid(), 'bot', 'tickets.read', '*', jsonb_build_object('n', i), '{}'::jsonb, ${'a'.repeat(64)}, 'allow', 'allow',
+      '[]'::jsonb, '[]'::jsonb, '[]'::jsonb, null, 1, 'operator', ${new Date()}::timestamptz from generate_series(1, 3000) as i`.execute(db)
+  await settled(db, await maxXid(db, A))
+  let done = false
+  const sealing = sealOrganization(db, A, NOW).finally(() => (done = true))
+  let probes = 0
+  while (!done) {
+    // A turn of the event loop between probes, as between requests arriving from sockets.
+    await new Promise((resolve) => setImmediate(resolve))
+    await sql`select 1`.execute(db)
+    if (!done) probes++
+  }
+  const outcome = await sealing
+  t.ok('sealed' in outcome && outcome.sealed.decisions === 3000, 'the seal covers the 3,000 decisions')
+  t.ok(probes >= 2, `queries ran while the seal was hashing (${probes})`)
+  t.match(await verifyChain(db, A, new Date()), { ok: true })
+})
+
 t.test('GET /audit/verify: Admins and Owners, one organization, the first mismatch', async (t) => {
   const app = await productApp(t, { env: { AUDIT_SEAL_INTERVAL_MS: '3600000' } })
   const { vars, db } = app
