@@ -1,9 +1,8 @@
 // Canonical JSON (RFC 8785, JCS) and the hash an approval is bound to: the same organization,
 // agent, action, resource and args always give the same bytes, whatever key order or number
 // spelling the client sent, and anything else gives different bytes.
+import { createHash } from 'node:crypto'
 import canonicalize from 'canonicalize'
-import { sha256 } from '@oslojs/crypto/sha2'
-import { encodeHexLowerCase } from '@oslojs/encoding'
 
 /** Raised for values JCS cannot represent: NaN, ±Infinity, lone surrogates, cycles, undefined. */
 export class CanonicalJsonError extends Error {
@@ -38,5 +37,14 @@ export interface BoundCall {
 /** Lower-case hex SHA-256 of the canonical JSON of exactly these five fields. */
 export function argsSha256(call: BoundCall): string {
   const bound = { organization_id: call.organization_id, agent: call.agent, action: call.action, resource: call.resource, args: call.args }
-  return encodeHexLowerCase(sha256(new TextEncoder().encode(canonicalJson(bound))))
+  return canonicalSha256(bound)
+}
+
+/**
+ * Lower-case hex SHA-256 of the canonical JSON (UTF-8) of `value`. node:crypto's native hash (on
+ * Node, Bun and Deno alike): about 1 µs for a decision's fields, against 6–7 µs for a hash written
+ * in JavaScript, and every decision takes one or two.
+ */
+export function canonicalSha256(value: unknown): string {
+  return createHash('sha256').update(canonicalJson(value)).digest('hex')
 }

@@ -12,7 +12,7 @@ import type { Role } from '../domain/roles.ts'
 import { errorCode } from '../log.ts'
 import { notifyCredentialChange, startRevocationFeed, type RevocationFeed } from '../storage/revocations.ts'
 import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
-import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
+import { hashSecret, sameHash, secretKind, secretShape } from '../storage/secrets.ts'
 import { deleteExpiredTokens, findPrincipalByAccessHash, pruneTokenFamilies } from '../storage/tokens.ts'
 import type { Deps, RequestContext } from './deps.ts'
 import { HttpError } from '../http/errors.ts'
@@ -85,15 +85,15 @@ interface Entry {
 const BEARER = /^bearer +([^\s]+) *$/i
 
 /** The bearer secret of a request, with its kind; 401 for anything else, before any database work. */
-function bearerSecret(request: Request): { kind: 'key' | 'at'; hash: string } {
+function bearerSecret(request: Request): { token: string; kind: 'key' | 'at'; hash: string } {
   const header = request.headers.get('authorization')
   if (header === null || header.trim() === '') throw new HttpError(401, AUTHENTICATION_REQUIRED)
   const token = BEARER.exec(header)?.[1]
-  // A bad shape or checksum is refused here.
-  const kind = token === undefined ? null : secretKind(token)
+  // A bad shape is refused here; the checksum, before any database work (authenticate).
+  const kind = token === undefined ? null : secretShape(token)
   // Refresh tokens and invitation secrets are not bearer credentials.
   if (token === undefined || (kind !== 'key' && kind !== 'at')) throw new HttpError(401, INVALID_TOKEN)
-  return { kind, hash: hashSecret(token) }
+  return { token, kind, hash: hashSecret(token) }
 }
 
 /**
@@ -225,13 +225,17 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
 
   return {
     async authenticate(request, ctx) {
-      const { kind, hash } = bearerSecret(request)
+      const { token, kind, hash } = bearerSecret(request)
       const now = ctx.now
+      // A hit is a secret already checked in full (checksum and database) when it was stored: its
+      // checksum is not computed again (12 µs of the 30 µs an authenticated request spent here).
       const hit = cacheEnabled() ? cache.get(hash, now) : null
       if (hit) {
         keyUses.note(hit, now)
         return hit
       }
+      // A mistyped or made-up secret: refused without a query.
+      if (secretKind(token) !== kind) throw new HttpError(401, INVALID_TOKEN)
       const startedAt = cache.epoch()
       const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
       if (!principal) throw new HttpError(401, INVALID_TOKEN)

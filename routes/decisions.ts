@@ -4,9 +4,7 @@
 // the same without writing anything. GET /decisions and GET /decisions/{decision_id} read the log.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { sha256 } from '@oslojs/crypto/sha2'
-import { encodeHexLowerCase } from '@oslojs/encoding'
-import { argsSha256, canonicalJson, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
+import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
 import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
@@ -233,7 +231,7 @@ async function readDecisionInput<S extends v.GenericSchema>(request: Request, ct
 
 function hashOf(value: unknown): string {
   try {
-    return encodeHexLowerCase(sha256(new TextEncoder().encode(canonicalJson(value))))
+    return canonicalSha256(value)
   } catch (error) {
     if (error instanceof CanonicalJsonError) throw new HttpError(400, 'Fields args and context must hold JSON that has a canonical form (finite numbers only)')
     throw error

@@ -26,6 +26,12 @@ export function generateSecret(kind: SecretKind): string {
   return prefix + body + checksum(prefix, body)
 }
 
+/** The kind a token's prefix names, if it has a secret's shape; its checksum is not checked. */
+export function secretShape(token: string): SecretKind | null {
+  if (token.length > 8 + BODY_CHARS + CHECK_CHARS) return null
+  return (SHAPE.exec(token)?.[1] as SecretKind | undefined) ?? null
+}
+
 /** The kind of a well-formed secret whose checksum matches, or null: no database work for junk. */
 export function secretKind(token: string): SecretKind | null {
   if (token.length > 8 + BODY_CHARS + CHECK_CHARS) return null
