@@ -21,9 +21,14 @@ export function partitionName(start: Date): string {
 
 /** Creates the partitions of this month and the next (idempotent). Returns the names created. */
 export async function ensureDecisionPartitions(db: Kysely<Database>, now: Date, monthsAhead = 1): Promise<string[]> {
+  const months: Date[] = []
+  for (let offset = 0; offset <= monthsAhead; offset++) months.push(monthStart(now.getUTCFullYear(), now.getUTCMonth() + offset))
+  // Almost always every one exists already (every restart in the month): one read, no lock.
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'decisions'::regclass and c.relname in (${sql.join(months.map(partitionName))})`.execute(db)
+  if (Number(rows[0]?.n ?? 0) === months.length) return []
   const made: string[] = []
-  for (let offset = 0; offset <= monthsAhead; offset++) {
-    const start = monthStart(now.getUTCFullYear(), now.getUTCMonth() + offset)
+  for (const start of months) {
     const end = monthStart(start.getUTCFullYear(), start.getUTCMonth() + 1)
     if (await createPartition(db, start, end)) made.push(partitionName(start))
   }
@@ -111,19 +116,42 @@ export interface DecisionMaintenance {
   readonly done: Promise<void>
 }
 
-/** Makes partitions ahead and applies retention, now and then once a day; stop() ends it. */
-export function startDecisionMaintenance(db: Kysely<Database>, clock: () => number, onError: (error: unknown) => void): DecisionMaintenance {
-  const run = async () => {
+/**
+ * How long after start retention first runs. Partitions are made at once (a decision needs its
+ * month's partition); retention can wait, and on PGlite its queries (30–50 ms on a restart) would
+ * otherwise sit in front of the first request.
+ */
+export const FIRST_RETENTION_DELAY_MS = 10_000
+
+/** Makes partitions ahead now, applies retention shortly after, then both once a day; stop() ends it. */
+export function startDecisionMaintenance(
+  db: Kysely<Database>,
+  clock: () => number,
+  onError: (error: unknown) => void,
+  firstRetentionDelayMs = FIRST_RETENTION_DELAY_MS,
+): DecisionMaintenance {
+  const guarded = (work: () => Promise<unknown>) => async () => {
     try {
-      const now = new Date(clock())
-      await ensureDecisionPartitions(db, now)
-      await applyDecisionRetention(db, now)
+      await work()
     } catch (error) {
       onError(error)
     }
   }
-  const done = run()
-  const timer = setInterval(() => void run(), 86_400_000)
+  const ensure = guarded(() => ensureDecisionPartitions(db, new Date(clock())))
+  const retention = guarded(() => applyDecisionRetention(db, new Date(clock())))
+  // One run at a time, in order: each step waits for the one before.
+  let done = ensure()
+  const first = setTimeout(() => (done = done.then(retention)), firstRetentionDelayMs)
+  const timer = setInterval(() => (done = done.then(ensure).then(retention)), 86_400_000)
+  first.unref?.()
   timer.unref?.()
-  return { stop: () => clearInterval(timer), done }
+  return {
+    stop() {
+      clearTimeout(first)
+      clearInterval(timer)
+    },
+    get done() {
+      return done
+    },
+  }
 }

@@ -3,7 +3,7 @@
 // organization applied row by row).
 import { sql } from 'kysely'
 import t from 'tap'
-import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions } from '../storage/decision-partitions.ts'
+import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions, startDecisionMaintenance } from '../storage/decision-partitions.ts'
 import { openTestDatabase } from './helpers.ts'
 import { createOrganization } from '../storage/organizations.ts'
 
@@ -87,4 +87,18 @@ t.test('retention drops whole old partitions and applies shorter settings per or
     ],
   )
   t.same((await listDecisionPartitions(db)).map((p) => p.name), ['decisions_y2026m12', 'decisions_y2027m01'])
+})
+
+t.test('maintenance makes the partitions at once and applies retention only after its delay', async (t) => {
+  t.same(await ensureDecisionPartitions(db, new Date('2025-05-10T00:00:00Z'), 0), ['decisions_y2025m05'])
+  const errors: unknown[] = []
+  const maintenance = startDecisionMaintenance(db, () => Date.parse('2027-03-15T00:00:00Z'), (error) => errors.push(error), 200)
+  t.teardown(() => maintenance.stop())
+  await maintenance.done
+  const names = async () => (await listDecisionPartitions(db)).map((p) => p.name)
+  t.same(await names(), ['decisions_y2025m05', 'decisions_y2026m12', 'decisions_y2027m01', 'decisions_y2027m03', 'decisions_y2027m04'], "this month's and the next made; nothing dropped yet")
+  await new Promise((resolve) => setTimeout(resolve, 400))
+  await maintenance.done
+  t.same(await names(), ['decisions_y2026m12', 'decisions_y2027m01', 'decisions_y2027m03', 'decisions_y2027m04'], 'then retention dropped May 2025')
+  t.same(errors, [])
 })
