@@ -308,7 +308,8 @@ export function unknownField(readOnly: readonly string[] = [], options: UnknownF
   return (issue) => {
     if (issue.expected === 'Object' && options.notAnObject !== undefined) return options.notAnObject
     const key = String(issue.path?.[issue.path.length - 1]?.key ?? '')
-    const retired = issue.expected === 'never' ? options.retired?.[key] : undefined
+    // Own keys only: a field named valueOf or constructor must not find Object.prototype's.
+    const retired = issue.expected === 'never' && options.retired && Object.hasOwn(options.retired, key) ? options.retired[key] : undefined
     if (retired !== undefined) return retired
     return readOnly.includes(key) ? `Field ${key} is read-only` : `Unknown field: ${key}`
   }

@@ -387,6 +387,21 @@ t.test('property: no route answers 500 to dates, numbers, ids, cursors or hostil
     .map(({ path, body }) => ({ method: 'POST', path, body })))
 })
 
+t.test("field names Object.prototype also has are unknown fields like any other, never a 500", async (t) => {
+  // A lookup of the field name in a plain object once found Object.prototype.valueOf (a fuzzing run's counterexample).
+  const headers = { 'content-type': 'application/json' }
+  for (const name of ['valueOf', 'constructor', 'toString', 'hasOwnProperty', 'isPrototypeOf', '__proto__']) {
+    // __proto__ never reaches a schema: the body reader refuses it at any depth.
+    const forbidden = name === '__proto__' ? 'Request body contains the forbidden key "__proto__"' : null
+    const replay = await app.call('POST', '/policies/replay', { token: OWNER, body: JSON.stringify({ policies: [{ [name]: false }] }), headers })
+    t.equal(replay.status, 400, `replay draft with ${name}`)
+    t.same(await replay.json(), productError(400, forbidden ?? `Unknown field: ${name} (at policies.0.${name})`))
+    const create = await app.call('POST', '/policies', { token: OWNER, body: JSON.stringify({ [name]: false }), headers })
+    t.equal(create.status, 400, `policy create with ${name}`)
+    t.same(await create.json(), productError(400, forbidden ?? `Unknown field: ${name}`))
+  }
+})
+
 t.test('no request in this file was logged as a server error', async (t) => {
   t.same(app.logs.filter((line) => line.level === 'error'), [])
 })
