@@ -190,7 +190,7 @@ async function pipelined<Row>(read: (after: Row | null) => Promise<Row[]>, each:
       // Its failure surfaces at the await above, on the next turn; this only keeps it handled meanwhile.
       next.catch(() => {})
       // Let the next query go out before the synchronous hashing below holds the thread.
-      await new Promise((resolve) => setTimeout(resolve, 0))
+      await new Promise((resolve) => setImmediate(resolve))
     }
     await hashInSlices(rows, each)
   }
@@ -298,7 +298,7 @@ export type SealOutcome = { sealed: Seal } | { skipped: 'busy' | 'nothing_new' }
  */
 export async function sealOrganization(db: Kysely<Database>, organizationId: string, now: Date, options: { maxRows?: number } = {}): Promise<SealOutcome> {
   const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS_PER_SEAL
-  type Range = { skipped: 'busy' | 'nothing_new' } | { last: Awaited<ReturnType<typeof lastSeal>> | null; from: number; to: number }
+  type Range = { skipped: 'busy' | 'nothing_new' } | { last: Awaited<ReturnType<typeof lastSeal>>; from: number; to: number }
   const range = await db.transaction().execute(async (trx): Promise<Range> => {
     // One statement: the lock, and the xmin of this first statement's snapshot. Everything below
     // the xmin has ended; a later (read-committed) statement sees all of it that committed.
@@ -306,7 +306,7 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
         pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(trx)
     if (!head.rows[0]!.locked) return { skipped: 'busy' }
     const xmin = Number(head.rows[0]!.xmin)
-    const last = (await lastSeal(trx, organizationId)) ?? null
+    const last = await lastSeal(trx, organizationId)
     const from = last ? Number(last.xid_to) : 0
     if (xmin <= from) return { skipped: 'nothing_new' }
     // One read of the range's first maxRows + 1 xids per kind: the lowest (none: nothing new) and
@@ -348,17 +348,18 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
     const lock = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${organizationId})) as locked`.execute(trx)
     if (!lock.rows[0]!.locked) return { skipped: 'busy' }
     const head = await lastSeal(trx, organizationId)
-    if ((head?.seal_id ?? null) !== (last?.seal_id ?? null) || head?.sha256 !== last?.sha256) return { skipped: 'busy' }
+    // A seal's sha256 covers its id and its predecessor's: the same hash is the same head.
+    if (head?.sha256 !== last?.sha256) return { skipped: 'busy' }
     await trx.insertInto('audit_seals').values(seal).execute()
     return { sealed: seal }
   })
 }
 
 /** The organization's newest seal: the head of its chain. */
-function lastSeal(trx: Transaction<Database>, organizationId: string) {
-  return trx
+function lastSeal(db: Db, organizationId: string) {
+  return db
     .selectFrom('audit_seals')
-    .select(['seal_id', 'xid_to', 'sha256'])
+    .select(['seal_id', 'xid_to', 'sha256', 'sealed_at'])
     .where('organization_id', '=', organizationId)
     .orderBy('seal_id', 'desc')
     .limit(1)
@@ -477,13 +478,7 @@ const SEAL_PAGE = 200
  * first mismatch. Constant memory: seals and rows are read in pages.
  */
 export async function verifyChain(db: Kysely<Database>, organizationId: string, now: Date = new Date()): Promise<VerifyResult> {
-  const latest = await db
-    .selectFrom('audit_seals')
-    .select(['seal_id', 'sha256', 'sealed_at'])
-    .where('organization_id', '=', organizationId)
-    .orderBy('seal_id', 'desc')
-    .limit(1)
-    .executeTakeFirst()
+  const latest = await lastSeal(db, organizationId)
   const latestSeal: LatestSeal | null = latest ? { seal_id: Number(latest.seal_id), sha256: latest.sha256, sealed_at: new Date(latest.sealed_at) } : null
   const fail = (problem: VerifyProblem): VerifyResult => ({ ok: false, problem, latest_seal: latestSeal })
 
