@@ -26,16 +26,18 @@ export function generateSecret(kind: SecretKind): string {
   return prefix + body + checksum(prefix, body)
 }
 
+function matchShape(token: string): RegExpExecArray | null {
+  return token.length > 8 + BODY_CHARS + CHECK_CHARS ? null : SHAPE.exec(token)
+}
+
 /** The kind a token's prefix names, if it has a secret's shape; its checksum is not checked. */
 export function secretShape(token: string): SecretKind | null {
-  if (token.length > 8 + BODY_CHARS + CHECK_CHARS) return null
-  return (SHAPE.exec(token)?.[1] as SecretKind | undefined) ?? null
+  return (matchShape(token)?.[1] as SecretKind | undefined) ?? null
 }
 
 /** The kind of a well-formed secret whose checksum matches, or null: no database work for junk. */
 export function secretKind(token: string): SecretKind | null {
-  if (token.length > 8 + BODY_CHARS + CHECK_CHARS) return null
-  const match = SHAPE.exec(token)
+  const match = matchShape(token)
   if (!match) return null
   const kind = match[1] as SecretKind
   const expected = encoder.encode(checksum(`stw_${kind}_`, match[2]!))
