@@ -92,13 +92,17 @@ t.test('retention drops whole old partitions and applies shorter settings per or
 t.test('maintenance makes the partitions at once and applies retention only after its delay', async (t) => {
   t.same(await ensureDecisionPartitions(db, new Date('2025-05-10T00:00:00Z'), 0), ['decisions_y2025m05'])
   const errors: unknown[] = []
+  // Stopped before its retention: as of 2040 that retention would drop every partition above.
+  const stoppedEarly = startDecisionMaintenance(db, () => Date.parse('2040-01-15T00:00:00Z'), (error) => errors.push(error), 100)
+  stoppedEarly.stop()
   const maintenance = startDecisionMaintenance(db, () => Date.parse('2027-03-15T00:00:00Z'), (error) => errors.push(error), 200)
   t.teardown(() => maintenance.stop())
-  await maintenance.done
+  await Promise.all([stoppedEarly.done, maintenance.done])
   const names = async () => (await listDecisionPartitions(db)).map((p) => p.name)
-  t.same(await names(), ['decisions_y2025m05', 'decisions_y2026m12', 'decisions_y2027m01', 'decisions_y2027m03', 'decisions_y2027m04'], "this month's and the next made; nothing dropped yet")
+  const made = ['decisions_y2027m03', 'decisions_y2027m04', 'decisions_y2040m01', 'decisions_y2040m02']
+  t.same(await names(), ['decisions_y2025m05', 'decisions_y2026m12', 'decisions_y2027m01', ...made], "this month's and the next made at once; nothing dropped yet")
   await new Promise((resolve) => setTimeout(resolve, 400))
-  await maintenance.done
-  t.same(await names(), ['decisions_y2026m12', 'decisions_y2027m01', 'decisions_y2027m03', 'decisions_y2027m04'], 'then retention dropped May 2025')
+  await Promise.all([stoppedEarly.done, maintenance.done])
+  t.same(await names(), ['decisions_y2026m12', 'decisions_y2027m01', ...made], 'then retention dropped May 2025; the stopped one never applied its own')
   t.same(errors, [])
 })
