@@ -6,6 +6,7 @@ import { isPostgresUrl } from '../domain/database-url.ts'
 import { createJsonLogger, type Logger } from '../log.ts'
 import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
+import { holdingEventLoop } from './event-loop.ts'
 import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'
 
 const lent = new AsyncLocalStorage<DatabaseHandle>()
@@ -50,7 +51,11 @@ export function usesDataDir(config: Config): boolean {
  * Locks DATA_DIR (embedded database), opens and migrates the database. A failure closes what
  * was opened and says which setting to check.
  */
-export async function openLockedDatabase(config: Config, role: HolderRole, logger: Logger): Promise<LockedDatabase> {
+export function openLockedDatabase(config: Config, role: HolderRole, logger: Logger): Promise<LockedDatabase> {
+  return holdingEventLoop(() => openLocked(config, role, logger))
+}
+
+async function openLocked(config: Config, role: HolderRole, logger: Logger): Promise<LockedDatabase> {
   let lock: DataDirLock | null = null
   if (usesDataDir(config)) {
     prepareDataDir(config.dataDir)

@@ -44,6 +44,17 @@ export async function serve(app: Handler, config: Config): Promise<Served> {
 type Tls = { cert: string; key: string } | null
 
 /**
+ * Starts loading Node's HTTP adapter (and the fetch classes of Node it pulls in, ~30 ms of CPU
+ * here) without waiting: called before the database opens, the loading runs while the embedded
+ * database waits on its file reads and WebAssembly compilation instead of after them.
+ */
+export function preloadServe(): void {
+  const g = globalThis as Record<string, unknown>
+  if (g.Bun || g.Deno) return
+  import('@hono/node-server').catch(() => {})
+}
+
+/**
  * Bun answers malformed HTTP, CONNECT and a missing Host itself (documented for operators); it
  * has no connection cap or headers timeout, only an idle timeout, set from HEADERS_TIMEOUT_MS.
  */

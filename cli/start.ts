@@ -5,7 +5,8 @@ import type { BuildApp, RunCommand } from './command.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { commandChannel } from './channel.ts'
 import { openLockedDatabase } from './database.ts'
-import { serve } from './serve.ts'
+import { holdingEventLoop } from './event-loop.ts'
+import { preloadServe, serve } from './serve.ts'
 
 export interface RunningServer {
   readonly port: number
@@ -14,7 +15,12 @@ export interface RunningServer {
   stop(): Promise<void>
 }
 
-export async function startServer(config: Config, buildApp: BuildApp, runCommand: RunCommand): Promise<RunningServer> {
+export function startServer(config: Config, buildApp: BuildApp, runCommand: RunCommand): Promise<RunningServer> {
+  // Until the server listens (a handle that keeps the loop alive), see cli/event-loop.ts.
+  return holdingEventLoop(() => start(config, buildApp, runCommand))
+}
+
+async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand): Promise<RunningServer> {
   const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel, batchedStdout())
   // Whatever was opened is closed again if a later step fails, so a failed start exits at once.
   const opened: Array<() => Promise<void>> = []
@@ -22,6 +28,7 @@ export async function startServer(config: Config, buildApp: BuildApp, runCommand
     for (const close of opened.reverse()) await close().catch(() => {})
   }
   try {
+    preloadServe()
     const database = await openLockedDatabase(config, 'server', logger)
     opened.push(() => database.close())
     const { handle, applied, lock } = database
