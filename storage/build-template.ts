@@ -6,6 +6,7 @@ import { existsSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { pgliteStartParams, fromPglite } from './connect.ts'
+import { ensureDecisionPartitions } from './decision-partitions.ts'
 import { migrateToLatest } from './migrate.ts'
 import { migrations } from './migrations/index.ts'
 import { copyInitdbTemplate, migratedTemplateDir, templateDir } from './pglite-template.ts'
@@ -22,6 +23,9 @@ export async function buildMigratedTemplate(): Promise<string> {
   const handle = fromPglite(pglite)
   try {
     await migrateToLatest(handle.db)
+    // The decision log's partitions of this month and the next: a first start in the month of the
+    // install then only checks for them (about 0.3 s less; in a later month it makes its own).
+    await ensureDecisionPartitions(handle.db, new Date())
     // A clean checkpoint: a copy then opens without crash recovery.
     await pglite.exec('CHECKPOINT')
   } finally {

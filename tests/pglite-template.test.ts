@@ -11,6 +11,7 @@ import { buildMigratedTemplate } from '../storage/build-template.ts'
 import { openDatabase, pgliteStartParams } from '../storage/connect.ts'
 import { migrateToLatest } from '../storage/migrate.ts'
 import { migrations } from '../storage/migrations/index.ts'
+import { listDecisionPartitions } from '../storage/decision-partitions.ts'
 import { createFromTemplate } from '../storage/pglite-template.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'steward-template-'))
@@ -24,6 +25,10 @@ t.test('a new data directory opens already migrated from the install-time templa
   const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(handle.db)
   t.same(rows.map((row) => row.name), Object.keys(migrations).sort())
   t.same(await migrateToLatest(handle.db), [], 'nothing is left to migrate')
+  // Made at install time, so that a first start in that month finds them instead of making them.
+  const partitions = await listDecisionPartitions(handle.db)
+  t.equal(partitions.length, 2, 'the decision log partitions of the install month and the next')
+  t.equal(partitions[1]!.start.getTime(), partitions[0]!.end.getTime(), 'consecutive months')
   t.notOk(existsSync(join(root, 'a', '.steward-initializing')), 'the directory is marked finished')
 })
 
