@@ -44,14 +44,16 @@ export async function serve(app: Handler, config: Config): Promise<Served> {
 type Tls = { cert: string; key: string } | null
 
 /**
- * Starts loading Node's HTTP adapter (and the fetch classes of Node it pulls in, ~30 ms of CPU
- * here) without waiting: called before the database opens, the loading runs while the embedded
- * database waits on its file reads and WebAssembly compilation instead of after them.
+ * Loads Node's HTTP adapter (and the fetch classes of Node it pulls in, ~30 ms of CPU here) on a
+ * later turn of the event loop: called before the database opens, the loading runs while the
+ * embedded database waits on its file reads and WebAssembly compilation instead of after them.
+ * (Not at once: inside the bundle the import is a function call, which would run before the
+ * data-directory lock instead of beside the database's waits.)
  */
 export function preloadServe(): void {
   const g = globalThis as Record<string, unknown>
   if (g.Bun || g.Deno) return
-  import('@hono/node-server').catch(() => {})
+  setImmediate(() => void import('@hono/node-server').catch(() => {}))
 }
 
 /**
