@@ -12,7 +12,7 @@
 // is unavailable or a build fails, the server runs from source through tsx, as before, and says
 // why on stderr. `STEWARD_FROM_SOURCE=1` skips the bundle.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import module, { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
@@ -138,6 +138,10 @@ async function main() {
       return runFromSource(`no bundle: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`)
     }
   }
+  // Node 22.1 and later keep the bundle's compiled code between starts, next to the bundle (not
+  // in the shared temporary directory): a start then skips most of parsing and compiling it.
+  // Node 20 has no such cache; a cache that cannot be written is skipped by Node itself.
+  module.enableCompileCache?.(join(BUILD_DIR, 'compile-cache'))
   // The bundle's entry test compares import.meta.url with the script being run.
   process.argv[1] = BUNDLE
   await import(pathToFileURL(BUNDLE).href)
