@@ -36,12 +36,19 @@ export function templateDir(startParams: readonly string[]): string {
 }
 
 /**
+ * What storage/build-template.ts puts into the migrated template besides the migrations. Part of
+ * the template's key: a template made by an earlier build (without the decision log's partitions)
+ * is then never used, and the next `npm install` makes the current one.
+ */
+const MIGRATED_TEMPLATE_CONTENT = 'migrations+decision-partitions'
+
+/**
  * The template with every migration applied, made by `npm install` (storage/build-template.ts).
  * Keyed also by the migration names, so a checkout with a new migration never copies a schema
  * that lacks it: it falls back to the initdb template and migrates as usual.
  */
 export function migratedTemplateDir(startParams: readonly string[], migrationNames: readonly string[]): string {
-  const key = createHash('sha256').update(JSON.stringify([pgliteVersion(), startParams, INITDB_PARAMS, migrationNames])).digest('hex').slice(0, 16)
+  const key = createHash('sha256').update(JSON.stringify([pgliteVersion(), startParams, INITDB_PARAMS, migrationNames, MIGRATED_TEMPLATE_CONTENT])).digest('hex').slice(0, 16)
   return join(CACHE_DIR, `pglite-migrated-${key}`)
 }
 
