@@ -1,7 +1,8 @@
 // Decisions per second of one and of two Steward processes on one PostgreSQL database: both
 // processes start (bench/lib.ts), then POST /decisions is driven through one of them, then
 // through both at once (autocannon, keep-alive, CONNECTIONS per process), in alternating rounds.
-// Every decision reads the revision and the agent, evaluates and commits its row (group commit).
+// Every decision starts from its agent's context (read once per process, checked by the insert),
+// evaluates and commits its row (group commit).
 //
 //   node --import tsx bench/decisions-scale.ts            (BENCH_DATABASE_URL or TEST_DATABASE_URL,
 //                                                          else postgres://postgres@127.0.0.1:5432/test)

@@ -8,6 +8,7 @@ import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, comp
 import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
+import { createDecisionContextCache, type DecisionContextCache } from '../storage/decision-contexts.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
@@ -340,10 +341,16 @@ async function lostUse(ctx: RequestContext, principal: Principal, approvalId: st
 export interface DecisionServices {
   readonly sets: PolicySetCache
   readonly writer: DecisionWriter
+  /** Contexts to start decisions from; a cache of this route's own when absent. */
+  readonly contexts?: DecisionContextCache
 }
+
+/** What decideAndLog answers when its cached context turned out stale (nothing was written). */
+const STALE: unique symbol = Symbol('stale context')
 
 export function decisionRoutes(guard: Guard, services: DecisionServices): Route[] {
   const { sets, writer } = services
+  const contexts = services.contexts ?? createDecisionContextCache()
   // One in-flight answer per idempotency key in this process; others in other processes meet in the database.
   const inflight = new Map<string, Promise<{ sha: string; body: unknown }>>()
   const lastTouched = new Map<string, number>()
@@ -372,8 +379,45 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     )
   }
 
+  /**
+   * The context a decision may start from without reading it: one this process cached, for a
+   * request with no idempotency key and no approval (those write in a transaction with more than
+   * the decision, so they read afresh). Null when none is cached, or when the cached one would
+   * refuse the request: a fresh read then answers that.
+   */
+  function cachedContextFor(principal: Principal, input: DecisionInput): { found: DecisionContext; handle: string } | null {
+    if (input.idempotency_key !== null || input.approval_id !== null) return null
+    if (principal.agentId !== null) {
+      const found = contexts.get(principal.organizationId, { agentId: principal.agentId })
+      if (!found?.agent || (input.agent !== undefined && input.agent !== found.agent.handle)) return null
+      return { found, handle: found.agent.handle }
+    }
+    if (input.agent === undefined) return null
+    const found = contexts.get(principal.organizationId, { handle: input.agent })
+    return found?.agent ? { found, handle: input.agent } : null
+  }
+
   async function evaluateAndLog(ctx: RequestContext, principal: Principal, input: DecisionInput, requestSha: string | null): Promise<unknown> {
-    const { found, handle } = await contextFor(ctx, principal, input.agent)
+    const cached = cachedContextFor(principal, input)
+    if (cached) {
+      const answer = await decideAndLog(ctx, principal, input, requestSha, cached, true)
+      if (answer !== STALE) return answer
+    }
+    const fresh = await contextFor(ctx, principal, input.agent)
+    if (input.idempotency_key === null && input.approval_id === null) {
+      contexts.remember(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle: fresh.handle }, fresh.found)
+    }
+    return decideAndLog(ctx, principal, input, requestSha, fresh, false)
+  }
+
+  /**
+   * Decides from the context and logs the decision. From a cached context (`cached`), the row is
+   * written only if the organization is still at the context's revision (the guard, checked by
+   * the insert; every agent change bumps it too); STALE when not, with nothing written, or when the
+   * decision creates an approval (a transaction): the caller then reads the context afresh.
+   */
+  async function decideAndLog(ctx: RequestContext, principal: Principal, input: DecisionInput, requestSha: string | null, context: { found: DecisionContext; handle: string }, cached: boolean): Promise<unknown> {
+    const { found, handle } = context
     const now = new Date(ctx.now)
     let agent = found.agent
     if (agent === null) {
@@ -390,11 +434,18 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       context: input.context,
       now,
     })
+    // A newer policy set than the cached context: the context is behind.
+    if (cached && outcome.ruleset_revision !== found.settings.ruleset_revision) {
+      contexts.forget(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle })
+      return STALE
+    }
     const argsHash = boundHash(principal.organizationId, handle, input)
     let decisionId = crypto.randomUUID()
     let settled = input.approval_id === null
       ? createApproval(principal, agent, input, outcome, decisionId, argsHash, now)
       : await useApproval(ctx, principal, agent, input.approval_id, outcome, argsHash, now)
+    if (cached && settled.create !== null) return STALE
+    const guard = cached ? { revision: found.settings.ruleset_revision } : null
     for (;;) {
       const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
       const record: DecisionRecord = {
@@ -420,10 +471,14 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
       let written
       try {
-        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditBy(ctx, principal) })
+        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditBy(ctx, principal), guard })
       } catch (error) {
         ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
         throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
+      }
+      if (written.kind === 'stale') {
+        contexts.forget(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle })
+        return STALE
       }
       if (written.kind === 'consume_lost') {
         // Nothing was logged: decide again, as the deny this use now is.

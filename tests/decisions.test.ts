@@ -3,6 +3,7 @@
 import { sql } from 'kysely'
 import t from 'tap'
 import { argsSha256 } from '../engine/index.ts'
+import { writeDecisions, type DecisionRecord, type PendingDecision } from '../storage/decisions.ts'
 import { countRows, decide, disableAllPolicies, insertPolicy } from './governance-support.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
@@ -115,6 +116,92 @@ t.test('suspension applies on the very next decision', async (t) => {
   t.same([next.status, next.body.decision, next.body.reasons, next.body.monitor], [200, 'deny', [{ rule: 'agent_suspended' }], { decision: 'deny', reasons: [{ rule: 'agent_suspended' }] }])
   await app.call('PATCH', `/agents/${agent.agent_id}`, { token: vars.MANAGER_KEY_A, json: { status: 'active' } })
   t.equal((await decide(app, vars.MEMBER_KEY_A!, { agent: 'suspendable', action: 'tickets.read' })).body.decision, 'allow', 'and reactivation too')
+})
+
+t.test('a decision made from a cached context is logged only if that context is still the current one', async (t) => {
+  // The route keeps the context it read (settings, revision, agent) and writes later decisions
+  // with a guard that the insert checks: the organization is still at that revision. These
+  // changes are made behind the route's back, in plain SQL as the API makes them (the change and
+  // a revision bump in one transaction), so only that guard can notice them.
+  const agent = await makeAgent('cached-bot')
+  const key = await jsonOf(await app.call('POST', `/agents/${agent.agent_id}/keys`, { token: vars.ADMIN_KEY_A, json: {} }))
+  const asks = [
+    { name: 'member key naming the agent', token: vars.MEMBER_KEY_A!, body: { agent: 'cached-bot', action: 'tickets.read' } },
+    { name: 'agent key', token: key.api_key as string, body: { action: 'tickets.read' } },
+  ]
+  const answers = async () => Promise.all(asks.map(async (ask) => ({ name: ask.name, ...(await decide(app, ask.token, ask.body)) })))
+  const logged = async () => Number((await app.db.selectFrom('decisions').select((eb) => eb.fn.countAll<string>().as('n')).where('agent_id', '=', agent.agent_id).executeTakeFirstOrThrow()).n)
+  let asked = 0
+  for (let round = 0; round < 3; round++) {
+    for (const answer of await answers()) t.same([answer.status, answer.body.decision], [200, 'allow'], `warm: ${answer.name}`)
+    asked += asks.length
+  }
+
+  // A suspension made by hand as the API makes it: the status and a revision bump, one transaction.
+  const bySql = (status: 'active' | 'suspended') =>
+    app.db.transaction().execute(async (trx) => {
+      await trx.updateTable('agents').set({ status }).where('agent_id', '=', agent.agent_id).execute()
+      await trx.updateTable('organizations').set({ ruleset_revision: sql`ruleset_revision + 1` }).where('id', '=', A).execute()
+    })
+  await bySql('suspended')
+  for (const answer of await answers()) t.same([answer.status, answer.body.decision, answer.body.reasons], [200, 'deny', [{ rule: 'agent_suspended' }]], `suspended by SQL: ${answer.name}`)
+  await bySql('active')
+  for (const answer of await answers()) t.same([answer.status, answer.body.decision], [200, 'allow'], `active again: ${answer.name}`)
+  asked += 2 * asks.length
+
+  // A policy added with a revision bump: the next decisions use it and carry the new revision.
+  const denied = await insertPolicy(app.db, A, { name: 'No reads for cached-bot', effect: 'deny', agents: ['cached-bot'], actions: ['tickets.read'] }, at())
+  for (const answer of await answers()) {
+    t.same([answer.status, answer.body.decision, answer.body.ruleset_revision], [200, 'deny', denied.revision], `new revision: ${answer.name}`)
+    t.equal(answer.body.reasons[0].policy_id, denied.policy_id)
+  }
+  asked += asks.length
+  t.equal(await logged(), asked, 'one row per answer: a stale attempt writes nothing')
+  const stamped = await app.db.selectFrom('decisions').select(['decision', 'ruleset_revision']).where('agent_id', '=', agent.agent_id).where('ruleset_revision', '>=', denied.revision).execute()
+  t.same(stamped.map((row) => [row.decision, row.ruleset_revision]), [['deny', denied.revision], ['deny', denied.revision]], 'logged as answered')
+
+  // The agent deleted by hand as the API deletes it (its keys go with it, the revision moves on):
+  // the key is refused, the handle is discovered anew.
+  await app.db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('agents').where('agent_id', '=', agent.agent_id).execute()
+    await trx.updateTable('organizations').set({ ruleset_revision: sql`ruleset_revision + 1` }).where('id', '=', A).execute()
+  })
+  app.app.forgetCredentials()
+  const [named, bound] = await answers()
+  t.same([named!.status, named!.body.decision, named!.body.reasons], [200, 'deny', [{ rule: 'unknown_agent' }]], 'a deleted agent is unknown again')
+  t.equal(bound!.status, 401, 'its key is gone')
+  await app.db.updateTable('policies').set({ enabled: false }).where('policy_id', '=', denied.policy_id).execute()
+})
+
+t.test('a guarded insert writes exactly the rows whose guard holds, alone or in a transaction batch', async (t) => {
+  const agent = await makeAgent('guarded-bot')
+  const rev = await revision()
+  const record = (): DecisionRecord => ({
+    decision_id: crypto.randomUUID(), organization_id: A, agent_id: agent.agent_id, agent_handle: 'guarded-bot', action: 'x.y', resource: '', args: { n: 1 }, context: {},
+    args_sha256: '0'.repeat(64), decision: 'allow', policy_decision: 'allow', reasons: [], monitor: null, errors: [], approval_id: null, ruleset_revision: rev,
+    requested_by: 'key:test', evaluated_at: at(),
+  })
+  const batchOf = (): PendingDecision[] => [
+    { record: record(), idempotency: null, guard: { revision: rev } },
+    { record: record(), idempotency: null, guard: { revision: rev - 1 } },
+    { record: record(), idempotency: null, guard: { revision: rev + 1 } },
+    { record: record(), idempotency: null },
+    // The agent must belong to the organization the row names.
+    { record: { ...record(), organization_id: vars.ORG_B! }, idempotency: null, guard: { revision: rev } },
+  ]
+  const written = async (batch: PendingDecision[]) => {
+    const rows = await app.db.selectFrom('decisions').select('decision_id').where('decision_id', 'in', batch.map((item) => item.record.decision_id)).execute()
+    return batch.map((item) => rows.some((row) => row.decision_id === item.record.decision_id))
+  }
+  const alone = batchOf()
+  t.same((await writeDecisions(app.db, alone, at())).map((o) => o.kind), ['logged', 'stale', 'stale', 'logged', 'stale'], 'one statement')
+  t.same(await written(alone), [true, false, false, true, false])
+  const keyed = [...batchOf(), { record: record(), idempotency: { key: `k-${crypto.randomUUID()}`, request_sha256: 'x', response: {} } }]
+  t.same((await writeDecisions(app.db, keyed, at())).map((o) => o.kind), ['logged', 'stale', 'stale', 'logged', 'stale', 'logged'], 'in a transaction')
+  t.same(await written(keyed), [true, false, false, true, false, true])
+  const refused = { record: record(), idempotency: { key: 'k', request_sha256: 'x', response: {} }, guard: { revision: rev } }
+  await t.rejects(writeDecisions(app.db, [refused], at()), { message: 'a guarded decision carries no idempotency key or approval' })
+  t.same(await written([refused]), [false])
 })
 
 t.test('agent keys ask for their own agent only and read their own decisions', async (t) => {
