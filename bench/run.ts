@@ -450,7 +450,7 @@ try {
     lines.push('', '## Decisions over HTTP (POST /decisions, durable write included, vs POST /demo-request with a new email)', '')
     lines.push('One organization with an active agent and 10 policies; the request is allowed by a policy with a CEL condition, so every ' +
       'decision starts from the context (revision, agent) its process read for that agent, evaluates, and answers only after its row is committed ' +
-      '(group commit) by an insert that checks that revision and agent status are still current. ' +
+      '(group commit) by an insert that checks that the revision is still the current one. ' +
       'Both routes on the same server process, measured in the same alternating rounds; the latency probe sends both at the same fixed rate, half of the lower maximum.', '')
     lines.push('| database | POST /decisions req/s | POST /demo-request req/s | ratio (goal ≥ 0.85; median of per-round neighbour ratios) | fixed rate | decisions p50 / p99 ms | demo p50 / p99 ms | p99 ratio (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|---:|')
     for (const pair of decisionPairs) {
