@@ -8,7 +8,7 @@ import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, comp
 import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
-import { createDecisionContextCache, type DecisionContextCache } from '../storage/decision-contexts.ts'
+import { createDecisionContextCache, type AgentRef, type DecisionContextCache } from '../storage/decision-contexts.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
@@ -345,6 +345,9 @@ export interface DecisionServices {
   readonly contexts?: DecisionContextCache
 }
 
+/** The agent a request is about, as the context cache names it: an agent key's own, or the handle. */
+const agentRefOf = (principal: Principal, handle: string): AgentRef => (principal.agentId !== null ? { agentId: principal.agentId } : { handle })
+
 /** What decideAndLog answers when its cached context turned out stale (nothing was written). */
 const STALE: unique symbol = Symbol('stale context')
 
@@ -405,7 +408,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     }
     const fresh = await contextFor(ctx, principal, input.agent)
     if (input.idempotency_key === null && input.approval_id === null) {
-      contexts.remember(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle: fresh.handle }, fresh.found)
+      contexts.remember(principal.organizationId, agentRefOf(principal, fresh.handle), fresh.found)
     }
     return decideAndLog(ctx, principal, input, requestSha, fresh, false)
   }
@@ -436,7 +439,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     })
     // A newer policy set than the cached context: the context is behind.
     if (cached && outcome.ruleset_revision !== found.settings.ruleset_revision) {
-      contexts.forget(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle })
+      contexts.forget(principal.organizationId, agentRefOf(principal, handle))
       return STALE
     }
     const argsHash = boundHash(principal.organizationId, handle, input)
@@ -477,7 +480,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
         throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
       }
       if (written.kind === 'stale') {
-        contexts.forget(principal.organizationId, principal.agentId !== null ? { agentId: principal.agentId } : { handle })
+        contexts.forget(principal.organizationId, agentRefOf(principal, handle))
         return STALE
       }
       if (written.kind === 'consume_lost') {

@@ -10,6 +10,7 @@ export const DATABASE_INDEPENDENT = [
   'tests/cli-prompt.test.ts',
   'tests/client-address.test.ts',
   'tests/config.test.ts',
+  'tests/decision-contexts.test.ts',
   'tests/engine-*.test.ts',
   'tests/health.test.ts',
   'tests/launch.test.ts',
