@@ -24,6 +24,8 @@ export type { ConnectionInfo } from './http/context.ts'
 export type { FetchHandler } from './http/pipeline.ts'
 export type { Deps } from './routes/deps.ts'
 export { loadConfig } from './config.ts'
+/** Vacuum and statistics for an embedded PGlite database, which has no autovacuum (README, Operations). */
+export { startHousekeeping } from './storage/housekeeping.ts'
 
 /** What a caller passes; the composition root fills in what is omitted. */
 export interface HandlerDeps extends Omit<Deps, 'passwords' | 'rateLimits'> {

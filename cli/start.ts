@@ -2,6 +2,7 @@
 import type { Config } from '../config.ts'
 import { createJsonLogger } from '../log.ts'
 import type { BuildApp, RunCommand } from './command.ts'
+import { startHousekeeping } from '../storage/housekeeping.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { commandChannel } from './channel.ts'
 import { openLockedDatabase } from './database.ts'
@@ -39,6 +40,14 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
     // Background work (credential feed and timers, rate-limit sharing) starts here and stops at close.
     app.start()
     opened.push(() => app.close())
+    // PGlite has no autovacuum: this server analyzes and vacuums it (storage/housekeeping.ts).
+    const housekeeping = handle.kind === 'pglite'
+      ? startHousekeeping(handle.db, { onError: (error, table) => logger.log('warn', 'database housekeeping failed', { table, code: (error as { code?: string }).code ?? null }) })
+      : null
+    opened.push(async () => {
+      housekeeping?.stop()
+      await housekeeping?.done
+    })
     const server = await serve(app, config).catch((error: Error & { code?: string }) => {
       throw error.code === 'EADDRINUSE' ? new Error(`port ${config.port} on ${config.host} is already in use (set PORT to a free port, or stop what listens there)`) : error
     })
@@ -60,6 +69,8 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
         // In-flight requests finish first; then background work and the database close.
         await server.close()
         await app.close()
+        housekeeping?.stop()
+        await housekeeping?.done
         await database.close()
         logger.log('info', 'stopped')
         resolveStopped()
