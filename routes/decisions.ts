@@ -8,7 +8,7 @@ import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, comp
 import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
 import type { DecisionWriter } from '../storage/decision-writer.ts'
-import { createDecisionContextCache, type AgentRef, type DecisionContextCache } from '../storage/decision-contexts.ts'
+import { createDecisionContextCache, type AgentRef } from '../storage/decision-contexts.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
 import type { PolicySetCache } from '../storage/policyset-cache.ts'
@@ -341,8 +341,6 @@ async function lostUse(ctx: RequestContext, principal: Principal, approvalId: st
 export interface DecisionServices {
   readonly sets: PolicySetCache
   readonly writer: DecisionWriter
-  /** Contexts to start decisions from; a cache of this route's own when absent. */
-  readonly contexts?: DecisionContextCache
 }
 
 /** The agent a request is about, as the context cache names it: an agent key's own, or the handle. */
@@ -353,7 +351,7 @@ const STALE: unique symbol = Symbol('stale context')
 
 export function decisionRoutes(guard: Guard, services: DecisionServices): Route[] {
   const { sets, writer } = services
-  const contexts = services.contexts ?? createDecisionContextCache()
+  const contexts = createDecisionContextCache()
   // One in-flight answer per idempotency key in this process; others in other processes meet in the database.
   const inflight = new Map<string, Promise<{ sha: string; body: unknown }>>()
   const lastTouched = new Map<string, number>()
@@ -383,13 +381,10 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
   }
 
   /**
-   * The context a decision may start from without reading it: one this process cached, for a
-   * request with no idempotency key and no approval (those write in a transaction with more than
-   * the decision, so they read afresh). Null when none is cached, or when the cached one would
-   * refuse the request: a fresh read then answers that.
+   * The context a decision may start from without reading it: one this process cached. Null when
+   * none is cached, or when the cached one would refuse the request: a fresh read then answers that.
    */
   function cachedContextFor(principal: Principal, input: DecisionInput): { found: DecisionContext; handle: string } | null {
-    if (input.idempotency_key !== null || input.approval_id !== null) return null
     if (principal.agentId !== null) {
       const found = contexts.get(principal.organizationId, { agentId: principal.agentId })
       if (!found?.agent || (input.agent !== undefined && input.agent !== found.agent.handle)) return null
@@ -401,15 +396,16 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
   }
 
   async function evaluateAndLog(ctx: RequestContext, principal: Principal, input: DecisionInput, requestSha: string | null): Promise<unknown> {
-    const cached = cachedContextFor(principal, input)
+    // Requests with an idempotency key or an approval write in a transaction with more than the
+    // decision: they always read afresh, and their contexts are not kept.
+    const cacheable = input.idempotency_key === null && input.approval_id === null
+    const cached = cacheable ? cachedContextFor(principal, input) : null
     if (cached) {
       const answer = await decideAndLog(ctx, principal, input, requestSha, cached, true)
       if (answer !== STALE) return answer
     }
     const fresh = await contextFor(ctx, principal, input.agent)
-    if (input.idempotency_key === null && input.approval_id === null) {
-      contexts.remember(principal.organizationId, agentRefOf(principal, fresh.handle), fresh.found)
-    }
+    if (cacheable) contexts.remember(principal.organizationId, agentRefOf(principal, fresh.handle), fresh.found)
     return decideAndLog(ctx, principal, input, requestSha, fresh, false)
   }
 

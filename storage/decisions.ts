@@ -259,11 +259,12 @@ const DECISION_COLUMNS = [
   'decision', 'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at',
 ] as const
 
-/** The column types, for the guarded insert whose values are not typed by the target columns. */
-const DECISION_TYPES = [
-  'uuid', 'uuid', 'uuid', 'text', 'text', 'text', 'jsonb', 'jsonb', 'text',
-  'text', 'text', 'jsonb', 'jsonb', 'jsonb', 'uuid', 'integer', 'text', 'timestamptz',
-] as const
+/** Each column's type, for the guarded insert whose values are not typed by the target columns. */
+const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
+  decision_id: 'uuid', organization_id: 'uuid', agent_id: 'uuid', agent_handle: 'text', action: 'text', resource: 'text',
+  args: 'jsonb', context: 'jsonb', args_sha256: 'text', decision: 'text', policy_decision: 'text', reasons: 'jsonb',
+  monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz',
+}
 
 /** The multi-row insert's text for `rows` rows, made once per batch size (the text the query builder made). */
 const insertTexts = new Map<number, string>()
@@ -294,7 +295,7 @@ function guardedInsertText(rows: number): string {
     const width = DECISION_COLUMNS.length + 1
     const tuples = Array.from({ length: rows }, (_, row) => {
       const at = (column: number) => `$${row * width + column + 1}`
-      return `(${DECISION_TYPES.map((type, column) => `${at(column)}::${type}`).join(', ')}, ${at(width - 1)}::integer)`
+      return `(${DECISION_COLUMNS.map((name, column) => `${at(column)}::${DECISION_TYPES[name]}`).join(', ')}, ${at(width - 1)}::integer)`
     })
     const columns = DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')
     text =
