@@ -1,6 +1,6 @@
 // `start`: open and migrate the database, build the handler, serve it, and shut down gracefully.
 import type { Config } from '../config.ts'
-import { createJsonLogger } from '../log.ts'
+import { createJsonLogger, errorCode } from '../log.ts'
 import type { BuildApp, RunCommand } from './command.ts'
 import { startHousekeeping } from '../storage/housekeeping.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
@@ -23,10 +23,11 @@ export function startServer(config: Config, buildApp: BuildApp, runCommand: RunC
 
 async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand): Promise<RunningServer> {
   const logger = createJsonLogger(config.logLevel === 'silent' ? 'silent' : config.logLevel, batchedStdout())
-  // Whatever was opened is closed again if a later step fails, so a failed start exits at once.
+  // What was opened, closed in reverse order: by stop(), or at once if a later step of the start
+  // fails (so a failed start exits at once). A step that fails to close is logged; the rest close.
   const opened: Array<() => Promise<void>> = []
   const closeOpened = async () => {
-    for (const close of opened.reverse()) await close().catch(() => {})
+    for (const close of opened.splice(0).reverse()) await close().catch((error) => logger.log('warn', 'close failed', { code: errorCode(error) }))
   }
   try {
     preloadServe()
@@ -41,13 +42,13 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
     app.start()
     opened.push(() => app.close())
     // PGlite has no autovacuum: this server analyzes and vacuums it (storage/housekeeping.ts).
-    const housekeeping = handle.kind === 'pglite'
-      ? startHousekeeping(handle.db, { onError: (error, table) => logger.log('warn', 'database housekeeping failed', { table, code: (error as { code?: string }).code ?? null }) })
-      : null
-    opened.push(async () => {
-      housekeeping?.stop()
-      await housekeeping?.done
-    })
+    if (handle.kind === 'pglite') {
+      const housekeeping = startHousekeeping(handle.db, { onError: (error, table) => logger.log('warn', 'database housekeeping failed', { table, code: errorCode(error) }) })
+      opened.push(async () => {
+        housekeeping.stop()
+        await housekeeping.done
+      })
+    }
     const server = await serve(app, config).catch((error: Error & { code?: string }) => {
       throw error.code === 'EADDRINUSE' ? new Error(`port ${config.port} on ${config.host} is already in use (set PORT to a free port, or stop what listens there)`) : error
     })
@@ -68,10 +69,7 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
         lock?.setHandler(null)
         // In-flight requests finish first; then background work and the database close.
         await server.close()
-        await app.close()
-        housekeeping?.stop()
-        await housekeeping?.done
-        await database.close()
+        await closeOpened()
         logger.log('info', 'stopped')
         resolveStopped()
       })()
