@@ -15,6 +15,7 @@
 // with a turn of the event loop between them: on PGlite every statement holds the only connection,
 // and requests get it between two tables. On PostgreSQL its own autovacuum does all of it.
 import { sql, type Kysely } from 'kysely'
+import { errorCode } from '../log.ts'
 import type { Database } from './schema.ts'
 
 export interface HousekeepingOptions {
@@ -52,27 +53,27 @@ export function startHousekeeping(db: Kysely<Database>, options: HousekeepingOpt
   const { onError, firstDelayMs = 30_000, firstVacuumDelayMs = 300_000, analyzeEveryMs = 3_600_000, vacuumEveryMs = 86_400_000 } = options
   let stopped = false
   async function pass(kind: 'analyze' | 'vacuum'): Promise<string[]> {
-    const done: string[] = []
+    const visited: string[] = []
     let tables: string[]
     try {
       tables = await tablesOf(db, kind)
     } catch (error) {
       onError(error, '*')
-      return done
+      return visited
     }
     for (const table of tables) {
       if (stopped) break
       try {
         // VACUUM cannot run inside a transaction block: each is a statement of its own.
-        await sql.raw(`${kind === 'vacuum' ? 'vacuum' : 'analyze'} ${table}`).execute(db)
-        done.push(table)
+        await sql.raw(`${kind} ${table}`).execute(db)
+        visited.push(table)
       } catch (error) {
         // A table dropped meanwhile (an old decision partition) is not worth a warning.
-        if ((error as { code?: string }).code !== '42P01') onError(error, table)
+        if (errorCode(error) !== '42P01') onError(error, table)
       }
       await nextTurn()
     }
-    return done
+    return visited
   }
   // One pass at a time, in order.
   let done: Promise<unknown> = Promise.resolve()
@@ -81,19 +82,26 @@ export function startHousekeeping(db: Kysely<Database>, options: HousekeepingOpt
     done = next
     return next
   }
-  const first = setTimeout(() => void run('analyze'), firstDelayMs)
-  const firstVacuum = setTimeout(() => void run('vacuum'), firstVacuumDelayMs)
-  const analyze = setInterval(() => void run('analyze'), analyzeEveryMs)
-  const vacuum = setInterval(() => void run('vacuum'), vacuumEveryMs)
-  for (const timer of [first, firstVacuum, analyze, vacuum]) timer.unref?.()
+  // Each kind: a first pass after `firstMs`, then one every `everyMs`. Unref'd: they never keep a process alive.
+  const timers: ReturnType<typeof setInterval>[] = []
+  const schedule = (kind: 'analyze' | 'vacuum', firstMs: number, everyMs: number) => {
+    const first = setTimeout(() => {
+      void run(kind)
+      const every = setInterval(() => void run(kind), everyMs)
+      every.unref?.()
+      timers.push(every)
+    }, firstMs)
+    first.unref?.()
+    timers.push(first)
+  }
+  schedule('analyze', firstDelayMs, analyzeEveryMs)
+  schedule('vacuum', firstVacuumDelayMs, vacuumEveryMs)
   return {
     run,
     stop() {
       stopped = true
-      clearTimeout(first)
-      clearTimeout(firstVacuum)
-      clearInterval(analyze)
-      clearInterval(vacuum)
+      // One list for both kinds of timer: clearInterval clears a timeout too (one pool of timer ids).
+      for (const timer of timers.splice(0)) clearInterval(timer)
     },
     get done() {
       return done

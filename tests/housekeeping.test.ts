@@ -87,3 +87,23 @@ t.test('a table that fails is reported and the pass goes on', async (t) => {
   await sql`drop table housekeeping_broken, housekeeping_divisor`.execute(db)
   await sql`drop function housekeeping_boom(int)`.execute(db)
 })
+
+t.test('passes run on their own schedule, and stop() ends it', async (t) => {
+  // 10 rows: under PostgreSQL's autovacuum threshold (50 changes), so only housekeeping analyzes them.
+  const reltuples = async (table: string) =>
+    Number((await sql<{ n: number }>`select reltuples as n from pg_class where oid = to_regclass(${table})`.execute(db)).rows[0]!.n)
+  await sql`create table housekeeping_scheduled (v int)`.execute(db)
+  await sql`insert into housekeeping_scheduled select generate_series(1, 10)`.execute(db)
+  t.equal(await reltuples('housekeeping_scheduled'), -1, 'never analyzed yet')
+  const housekeeping = startHousekeeping(db, { ...options, firstDelayMs: 20, analyzeEveryMs: 50 })
+  for (let i = 0; i < 250 && (await reltuples('housekeeping_scheduled')) < 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(await reltuples('housekeeping_scheduled'), 10, 'the first scheduled ANALYZE ran')
+  housekeeping.stop()
+  await housekeeping.done
+  await sql`create table housekeeping_after_stop (v int)`.execute(db)
+  await sql`insert into housekeeping_after_stop select generate_series(1, 10)`.execute(db)
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  await housekeeping.done
+  t.equal(await reltuples('housekeeping_after_stop'), -1, 'no pass after stop()')
+  await sql`drop table housekeeping_scheduled, housekeeping_after_stop`.execute(db)
+})
