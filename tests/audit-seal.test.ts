@@ -1,6 +1,7 @@
 // Seals over the audit log and the decisions (storage/audit-seal.ts), their verification, GET
 // /audit/verify and `steward audit verify`. Tampering is done by hand-written SQL inside a
 // transaction that is rolled back afterwards, so each kind is checked against the same chain.
+import { createHash } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,7 +11,7 @@ import { runCli } from '../cli/main.ts'
 import { SYSTEM, type AuditEventType } from '../domain/audit.ts'
 import { createJsonLogger, silentLogger } from '../log.ts'
 import { recordEvent, recordEvents } from '../storage/audit.ts'
-import { canonicalRow, decisionSealJson, eventSealJson, sealAll, sealOrganization, verifyChain, ZERO_SHA256, type Seal, type VerifyResult } from '../storage/audit-seal.ts'
+import { canonicalRow, decisionSealJson, digestRange, eventSealJson, sealAll, sealOrganization, verifyChain, ZERO_SHA256, type Seal, type VerifyResult } from '../storage/audit-seal.ts'
 import { createPostgresPool, openDatabase } from '../storage/connect.ts'
 import type { Database } from '../storage/schema.ts'
 import { seedWorld } from '../fixtures/seed.ts'
@@ -91,6 +92,44 @@ t.test('a row is hashed as its RFC 8785 canonical JSON', async (t) => {
   t.equal(canonicalRow(decision), canonicalJson(decision))
 })
 
+
+t.test('the sealer reads a page as one JSON text and hashes exactly what the columns hold', async (t) => {
+  // Each page is read as json_agg of one array per row: every value must come out as the driver
+  // gives the column read alone, or seals made before and after would disagree. Odd values on
+  // purpose: escapes, control and non-BMP characters, numbers jsonb keeps as written, nulls.
+  const { db } = await openTestDatabase(t)
+  const vars = await seedWorld(db, NOW.getTime())
+  const A = vars.ORG_A!
+  const odd = 'q"b\\n\nt\tc\u0001 é 😀 \u2028 <>&\''
+  const data = { s: odd, n: 1.5, tiny: 1.5e-7, e: 1e21, one: 1.0, neg: -0, nested: { b: 1, a: [true, null, { z: odd }] }, '': 'empty key' }
+  await recordEvent(db, { organizationId: A, actor: { type: 'user', id: odd }, type: 'policy.created', target: { type: 'policy', id: null }, data, requestId: odd, occurredAt: new Date('2026-11-23T12:00:00.123456Z') })
+  await recordEvent(db, { organizationId: A, actor: SYSTEM, type: 'policy.updated', target: { type: odd, id: odd }, data: {}, occurredAt: new Date() })
+  for (const approval of [null, crypto.randomUUID()]) {
+    await sql`insert into decisions (decision_id, organization_id, agent_id, agent_handle, action, resource, args, context, args_sha256, decision,
+        policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by, evaluated_at)
+      values (${crypto.randomUUID()}, ${A}, ${crypto.randomUUID()}, ${odd}, 'payments.refund', ${odd}, ${JSON.stringify(data)}::jsonb, '{"ip":"10.0.0.1","n":[1.0,2.50],"big":12345678901234567890}'::jsonb,
+        ${'a'.repeat(64)}, 'require_approval', 'require_approval', ${JSON.stringify([{ policy_id: odd, version: 2 }])}::jsonb, '{}'::jsonb, '[{"message":"x"}]'::jsonb,
+        ${approval}, 2147483647, ${odd}, ${'2026-11-23T12:00:00.000001Z'}::timestamptz)`.execute(db)
+  }
+  await settled(db, await maxXid(db, A))
+  const to = (await maxXid(db, A)) + 1
+  // The reference: every column selected on its own, as the driver parses it.
+  const ISO = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+  const { rows: eventRows } = await sql<Parameters<typeof eventSealJson>[0]>`select event_id, organization_id::text as organization_id,
+      to_char(occurred_at at time zone 'UTC', ${ISO}) as occurred_at, actor_type, actor_id, type, target_type, target_id, data, request_id, xid
+    from audit_events where organization_id = ${A} and xid < ${to} order by event_id`.execute(db)
+  const { rows: decisionRows } = await sql<Parameters<typeof decisionSealJson>[0]>`select decision_id::text as decision_id, organization_id::text as organization_id,
+      agent_id::text as agent_id, agent_handle, action, resource, args, context, args_sha256, decision, policy_decision, reasons, monitor, errors,
+      approval_id::text as approval_id, ruleset_revision, requested_by, to_char(evaluated_at at time zone 'UTC', ${ISO}) as evaluated_at, xid
+    from decisions where organization_id = ${A} and xid < ${to} order by xid, decision_id`.execute(db)
+  t.ok(eventRows.length >= 2 && decisionRows.length === 2)
+  const sha = (rows: Record<string, unknown>[]) => createHash('sha256').update(canonicalJson(rows)).digest('hex')
+  const digest = await digestRange(db, A, 0, to)
+  t.equal(digest.events.count, eventRows.length)
+  t.equal(digest.events.sha256, sha(eventRows.map(eventSealJson)), 'events hash the same as read column by column')
+  t.equal(digest.decisions.count, 2)
+  t.equal(digest.decisions.sha256, sha(decisionRows.map(decisionSealJson)), 'decisions hash the same as read column by column')
+})
 t.test('seals chain events and decisions by transaction id; verify recomputes them', async (t) => {
   const { db } = await openTestDatabase(t)
   const vars = await seedWorld(db, NOW.getTime())
