@@ -113,6 +113,9 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
   async function pass(): Promise<void> {
     await fanOut(deps.db, new Date(deps.clock()), config.productApiUrl)
     for (let round = 0; round < 1000 && !closed; round++) {
+      // A turn of the event loop between statements: on PGlite they run on this thread, and
+      // statements awaited back to back would hold every request until the last one.
+      await new Promise((resolve) => setImmediate(resolve))
       const endpoints = await claimEndpoints(deps.db, new Date(deps.clock()), LEASE_MS, options.concurrency ?? 16)
       if (endpoints.length === 0) return
       await Promise.all(endpoints.map((endpoint) => deliverEndpoint(endpoint)))

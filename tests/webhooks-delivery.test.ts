@@ -62,6 +62,31 @@ await app.app.close()
 const worker = createWebhookWorker(app.config, { db: app.db, clock: clock.read, logger: silentLogger })
 t.teardown(() => worker.close())
 
+t.test('with no active endpoint a pass only moves the cursor; an endpoint created later gets only what comes after it', async (t) => {
+  clock.now = Date.now() - 100_000
+  const A = app.vars.ORG_A!
+  const active = await app.db.selectFrom('webhooks').select('webhook_id').where('status', '=', 'active').execute()
+  t.same(active, [], 'no endpoint is active')
+  await event(app.db, A, 'key.created', { name: 'before' }, clock.now)
+  const before = await app.db.selectFrom('audit_events').select('xid').where('organization_id', '=', A).orderBy('event_id', 'desc').limit(1).executeTakeFirstOrThrow()
+  const deliveries = async () => Number((await app.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+  const queued = await deliveries()
+  await worker.tick()
+  const cursor = await app.db.selectFrom('webhook_fanout').select('xid_through').executeTakeFirstOrThrow()
+  t.ok(Number(cursor.xid_through) > Number(before.xid), 'the cursor moved past the event')
+  t.equal(await deliveries(), queued, 'nothing was queued')
+
+  const hook = await receiver(t)
+  await subscribe(t, app, hook.url, ['key.created'])
+  await event(app.db, A, 'key.created', { name: 'after' }, clock.now)
+  await worker.tick()
+  t.same(
+    hook.accepted().map((r) => JSON.parse(r.body).data.name),
+    ['after'],
+    'the endpoint gets the event written after it, not the one before',
+  )
+})
+
 t.test('a receiver that fails at first gets every event exactly once, in order, with a valid signature', async (t) => {
   // Near the real time: the library's verify allows five minutes of skew.
   clock.now = Date.now() - 200_000
