@@ -6,6 +6,7 @@ import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Logger } from '../log.ts'
 import { openPglite } from './pglite-array-types.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
+import { PREPARED_MARK, preparedName } from './prepared.ts'
 import { migrations } from './migrations/index.ts'
 import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'
 import type { Database } from './schema.ts'
@@ -28,6 +29,7 @@ export interface DatabaseOptions {
 
 // int8 (OID 20) as a JS number, the same as PGlite returns it; ids stay far below 2^53.
 const INT8_OID = 20
+
 
 /**
  * pg is loaded when PostgreSQL is used, not with the server: loading it costs about 60 ms of every
@@ -60,6 +62,13 @@ export async function createPostgresPool(url: string, logger: Logger, max = 10):
   // here). Its query is already rejected (→ 503) and the pool drops the client on release.
   pool.on('connect', (client) => {
     client.on('error', () => {})
+    // Kysely sends every statement as query(text, values): a text marked by preparedText goes
+    // out as a named statement instead.
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown
+    client.query = ((config: unknown, ...rest: unknown[]) =>
+      typeof config === 'string' && config.startsWith(PREPARED_MARK)
+        ? query({ name: preparedName(config), text: config, values: rest[0] }, ...rest.slice(1))
+        : query(config, ...rest)) as typeof client.query
   })
   return pool
 }

@@ -6,6 +6,7 @@ import type { PolicyInput } from '../engine/index.ts'
 import { toAgent, type Agent } from './agents.ts'
 import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
+import { preparedText } from './prepared.ts'
 import type { Database, DecisionTable } from './schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -266,6 +267,16 @@ const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
   monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz',
 }
 
+/**
+ * Batches of up to PREPARED_ROWS rows (what a decision meets below saturation, where latency
+ * counts) go out as prepared statements on PostgreSQL: at most 2 × 16 texts per connection. A
+ * larger batch spreads its planning over its rows and is sent unnamed.
+ */
+const PREPARED_ROWS = 16
+function hot(text: string, rows: number): string {
+  return rows <= PREPARED_ROWS ? preparedText(text) : text
+}
+
 /** The multi-row insert's text for `rows` rows, made once per batch size (the text the query builder made). */
 const insertTexts = new Map<number, string>()
 function insertText(rows: number): string {
@@ -273,7 +284,7 @@ function insertText(rows: number): string {
   if (text === undefined) {
     const width = DECISION_COLUMNS.length
     const tuples = Array.from({ length: rows }, (_, row) => `(${DECISION_COLUMNS.map((_, column) => `$${row * width + column + 1}`).join(', ')})`)
-    text = `insert into "decisions" (${DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')}) values ${tuples.join(', ')}`
+    text = hot(`insert into "decisions" (${DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')}) values ${tuples.join(', ')}`, rows)
     insertTexts.set(rows, text)
   }
   return text
@@ -298,12 +309,14 @@ function guardedInsertText(rows: number): string {
       return `(${DECISION_COLUMNS.map((name, column) => `${at(column)}::${DECISION_TYPES[name]}`).join(', ')}, ${at(width - 1)}::integer)`
     })
     const columns = DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')
-    text =
+    text = hot(
       `insert into "decisions" (${columns}) select ${DECISION_COLUMNS.map((c) => `v."${c}"`).join(', ')} ` +
-      `from (values ${tuples.join(', ')}) as v(${columns}, "guard_revision") ` +
-      `where v."guard_revision" is null ` +
-      `or v."guard_revision" = (select o."ruleset_revision" from "organizations" o where o."id" = v."organization_id") ` +
-      `returning "decision_id"`
+        `from (values ${tuples.join(', ')}) as v(${columns}, "guard_revision") ` +
+        `where v."guard_revision" is null ` +
+        `or v."guard_revision" = (select o."ruleset_revision" from "organizations" o where o."id" = v."organization_id") ` +
+        `returning "decision_id"`,
+      rows,
+    )
     guardedTexts.set(rows, text)
   }
   return text

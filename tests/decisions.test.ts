@@ -1,9 +1,12 @@
 // Decisions: POST /decisions (every rule of docs/api.md#decisions), simulate, the log routes,
 // discovery, suspension, agent keys, idempotency, races, bad input, a failing database.
-import { sql } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import t from 'tap'
 import { argsSha256 } from '../engine/index.ts'
+import { createPostgresPool } from '../storage/connect.ts'
 import { writeDecisions, type DecisionRecord, type PendingDecision } from '../storage/decisions.ts'
+import type { Database } from '../storage/schema.ts'
+import { silentLogger } from '../log.ts'
 import { countRows, decide, disableAllPolicies, insertPolicy } from './governance-support.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
@@ -202,6 +205,41 @@ t.test('a guarded insert writes exactly the rows whose guard holds, alone or in 
   const refused = { record: record(), idempotency: { key: 'k', request_sha256: 'x', response: {} }, guard: { revision: rev } }
   await t.rejects(writeDecisions(app.db, [refused], at()), { message: 'a guarded decision carries no idempotency key or approval' })
   t.same(await written([refused]), [false])
+})
+
+t.test('on PostgreSQL the decision inserts of up to 16 rows are prepared statements; larger batches are not', { skip: process.env.TEST_DATABASE_URL ? false : 'prepared statements are a PostgreSQL connection feature' }, async (t) => {
+  // One connection, so pg_prepared_statements (per session) shows what this pool prepared.
+  const { rows: schema } = await sql<{ schema: string }>`select current_schema() as schema`.execute(app.db)
+  const url = new URL(process.env.TEST_DATABASE_URL!)
+  url.searchParams.set('options', `-c search_path=${schema[0]!.schema}`)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: await createPostgresPool(url.toString(), silentLogger, 1) }) })
+  t.teardown(() => db.destroy())
+  const agent = await makeAgent('prepared-bot')
+  const rev = await revision()
+  const pending = (guard: boolean): PendingDecision => ({
+    record: {
+      decision_id: crypto.randomUUID(), organization_id: A, agent_id: agent.agent_id, agent_handle: 'prepared-bot', action: 'x.y', resource: '', args: { n: 1 }, context: {},
+      args_sha256: '0'.repeat(64), decision: 'allow', policy_decision: 'allow', reasons: [], monitor: null, errors: [], approval_id: null, ruleset_revision: rev,
+      requested_by: 'key:test', evaluated_at: at(),
+    },
+    idempotency: null,
+    guard: guard ? { revision: rev } : null,
+  })
+  const prepared = async () =>
+    (await sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements where name like 'steward_%' order by statement`.execute(db)).rows
+  t.same(await prepared(), [], 'nothing prepared on a new connection')
+  for (let i = 0; i < 2; i++) {
+    t.same((await writeDecisions(db, [pending(true)], at())).map((o) => o.kind), ['logged'])
+    t.same((await writeDecisions(db, [pending(false), pending(false)], at())).map((o) => o.kind), ['logged', 'logged'])
+  }
+  const stale = { ...pending(true), guard: { revision: rev - 1 } }
+  t.same((await writeDecisions(db, [stale], at())).map((o) => o.kind), ['stale'], 'the prepared guarded insert still refuses a stale revision')
+  t.same((await writeDecisions(db, Array.from({ length: 17 }, () => pending(true)), at())).map((o) => o.kind), Array(17).fill('logged'))
+  const statements = await prepared()
+  t.equal(statements.length, 2, 'one statement per text, reused: the guarded insert of 1 row and the plain insert of 2')
+  t.ok(statements.every((row) => row.statement.startsWith('/* prepared */ insert into "decisions"')))
+  // Rows per statement (one "($" per row): the guarded text (ordered first: "select" < "values") of 1, the plain one of 2.
+  t.same(statements.map((row) => [row.statement.includes('guard_revision'), (row.statement.match(/\(\$/g) ?? []).length]), [[true, 1], [false, 2]])
 })
 
 t.test('agent keys ask for their own agent only and read their own decisions', async (t) => {
