@@ -14,6 +14,7 @@ import {
   type ClaimedEndpoint,
   type DeliveredResult,
 } from '../storage/webhooks.ts'
+import { turn } from '../storage/turn.ts'
 import type { Deps } from './deps.ts'
 import { createSender, type Sender } from './webhook-sender.ts'
 
@@ -113,9 +114,8 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
   async function pass(): Promise<void> {
     await fanOut(deps.db, new Date(deps.clock()), config.productApiUrl)
     for (let round = 0; round < 1000 && !closed; round++) {
-      // A turn of the event loop between statements: on PGlite they run on this thread, and
-      // statements awaited back to back would hold every request until the last one.
-      await new Promise((resolve) => setImmediate(resolve))
+      // Requests get the thread between this pass's statements (storage/turn.ts).
+      await turn()
       const endpoints = await claimEndpoints(deps.db, new Date(deps.clock()), LEASE_MS, options.concurrency ?? 16)
       if (endpoints.length === 0) return
       await Promise.all(endpoints.map((endpoint) => deliverEndpoint(endpoint)))

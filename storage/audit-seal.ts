@@ -24,6 +24,7 @@ import { createHash } from 'node:crypto'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import { canonicalJson } from '../engine/canonical.ts'
 import type { Database } from './schema.ts'
+import { turn } from './turn.ts'
 
 export const ZERO_SHA256 = '0'.repeat(64)
 /**
@@ -380,11 +381,6 @@ export async function sealOrganization(db: Kysely<Database>, organizationId: str
     .returning('seal_id')
     .executeTakeFirst()
   return appended ? { sealed: seal } : { skipped: 'busy' }
-}
-
-/** One turn of the event loop: on PGlite, what lets requests in between a sealer's statements. */
-function turn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve))
 }
 
 /** The organization's newest seal: the head of its chain. */

@@ -17,6 +17,7 @@
 import { sql, type Kysely } from 'kysely'
 import { errorCode } from '../log.ts'
 import type { Database } from './schema.ts'
+import { turn } from './turn.ts'
 
 export interface HousekeepingOptions {
   onError(error: unknown, table: string): void
@@ -47,8 +48,6 @@ async function tablesOf(db: Kysely<Database>, kind: 'analyze' | 'vacuum'): Promi
   return rows.map((row) => row.name)
 }
 
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
-
 export function startHousekeeping(db: Kysely<Database>, options: HousekeepingOptions): Housekeeping {
   const { onError, firstDelayMs = 30_000, firstVacuumDelayMs = 300_000, analyzeEveryMs = 3_600_000, vacuumEveryMs = 86_400_000 } = options
   let stopped = false
@@ -71,7 +70,7 @@ export function startHousekeeping(db: Kysely<Database>, options: HousekeepingOpt
         // A table dropped meanwhile (an old decision partition) is not worth a warning.
         if (errorCode(error) !== '42P01') onError(error, table)
       }
-      await nextTurn()
+      await turn()
     }
     return visited
   }
