@@ -30,7 +30,6 @@ export interface DatabaseOptions {
 // int8 (OID 20) as a JS number, the same as PGlite returns it; ids stay far below 2^53.
 const INT8_OID = 20
 
-
 /**
  * pg is loaded when PostgreSQL is used, not with the server: loading it costs about 60 ms of every
  * start, which the embedded database never needs.
