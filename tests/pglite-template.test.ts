@@ -32,6 +32,15 @@ t.test('a new data directory opens already migrated from the install-time templa
   t.notOk(existsSync(join(root, 'a', '.steward-initializing')), 'the directory is marked finished')
 })
 
+t.test('the embedded database keeps its shared memory small (PGlite zeroes all of it on every start)', async (t) => {
+  const handle = await openDatabase({ databaseUrl: null, dataDir: join(root, 'memory'), logger: silentLogger })
+  t.teardown(() => handle.close())
+  const { rows } = await sql<{ buffers: string; shared: string }>`select current_setting('shared_buffers') as buffers, current_setting('shared_memory_size') as shared`.execute(handle.db)
+  t.equal(rows[0]!.buffers, '4MB', 'a 4 MB buffer cache')
+  // PostgreSQL's default (128 MB) made it 136 MB; 16 MB made it 24 MB.
+  t.ok(Number.parseInt(rows[0]!.shared, 10) <= 12, `shared memory ${rows[0]!.shared}, at most 12 MB`)
+})
+
 t.test('other migrations than the template was made for: the initdb template, then migrations', async (t) => {
   const { PGlite } = await import('@electric-sql/pglite')
   const startParams = pgliteStartParams(PGlite.defaultStartParams)
