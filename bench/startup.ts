@@ -17,8 +17,11 @@ import { isEntryPoint } from '../cli/command.ts'
 import { buildMigratedTemplate } from '../storage/build-template.ts'
 import { createScratchDatabase, freePort, reachable, ROOT, RUNTIMES, runtimeCommand, type Runtime } from './lib.ts'
 
-/** `node cli/launch.mjs` is what `npm start` runs: the bundled server, without npm in front. */
-export type Launcher = Runtime | 'node cli/launch.mjs' | 'npm start'
+/**
+ * `./steward start` is the README's command: `node cli/launch.mjs start` (the bundled server) from a
+ * shell script; `npm start` runs the same with npm's own process in front.
+ */
+export type Launcher = Runtime | './steward start' | 'npm start'
 export type Phase = 'first start, no template' | 'first start' | 'restart'
 
 export interface StartupRow {
@@ -34,6 +37,11 @@ export interface StartupRow {
 }
 
 const IDLE_MS = 3000
+/**
+ * Pause after a server has exited, before the next start: the goals are for an idle machine, and the
+ * kernel is still tearing down the last process (freeing its memory, writing back its files).
+ */
+const SETTLE_MS = 1000
 const READY_TIMEOUT_MS = 90_000
 export const GOALS = { pgliteFirstMs: 2000, pgliteRestartMs: 1000, rssMiB: 300 }
 const TEMPLATE_CACHE = join(ROOT, 'node_modules', '.cache', 'steward')
@@ -75,7 +83,7 @@ export function treeRssMiB(root: number): number {
 
 function command(launcher: Launcher): [string, string[]] {
   if (launcher === 'npm start') return [process.platform === 'win32' ? 'npm.cmd' : 'npm', ['start', '--silent']]
-  if (launcher === 'node cli/launch.mjs') return [process.execPath, ['cli/launch.mjs', 'start']]
+  if (launcher === './steward start') return ['./steward', ['start']]
   return runtimeCommand(launcher, 'server.ts', ['start'])
 }
 
@@ -117,6 +125,7 @@ async function measureOnce(launcher: Launcher, env: Record<string, string>): Pro
     const force = setTimeout(() => child.kill('SIGKILL'), 15_000)
     await exited
     clearTimeout(force)
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
   }
 }
 
@@ -157,7 +166,7 @@ export async function measureStartup(options: StartupOptions = {}): Promise<Star
   const log = options.log ?? (() => {})
   const repeat = options.repeat ?? 3
   const rows: StartupRow[] = []
-  const launchers: Launcher[] = [...runtimes, ...(runtimes.includes('node') ? (['node cli/launch.mjs', 'npm start'] as const) : [])]
+  const launchers: Launcher[] = [...runtimes, ...(runtimes.includes('node') ? (['./steward start', 'npm start'] as const) : [])]
   const record = (row: StartupRow) => {
     rows.push(row)
     log(`${row.launcher} + ${row.database}, ${row.phase}: ${row.ms} ms to first /health 200; tree RSS ${row.rssAtReadyMiB} MiB at ready, ${row.rssMiB} MiB idle`)

@@ -1,9 +1,10 @@
 // `npm start &` then `kill $!` must stop the server: npm forwards SIGTERM to its child, and the
 // script must make that child the server itself (not a shell that dies and leaves it running, as
-// when the port stayed taken after npm had exited). PGlite under a temp DATA_DIR; on PostgreSQL
-// too when TEST_DATABASE_URL is set (a scratch database).
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+// when the port stayed taken after npm had exited). The same for `./steward start &`, the README's
+// command, where the shell script must become the server (exec). PGlite under a temp DATA_DIR; on
+// PostgreSQL too when TEST_DATABASE_URL is set (a scratch database).
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -94,4 +95,48 @@ t.test('npm start stops on SIGTERM with PostgreSQL', { skip: process.env.TEST_DA
   const scratch = await createScratchDatabase(process.env.TEST_DATABASE_URL!, 'steward_npmstart')
   t.teardown(() => scratch.drop())
   await stopsOnSigterm(t, { DATABASE_URL: scratch.url, DATA_DIR: join(tmpdir(), 'unused') })
+})
+
+t.test('./steward start is the server itself: kill $! stops it', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'steward-script-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const port = await freePort()
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }
+  delete env.NODE_OPTIONS
+  const server = spawn('./steward', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  server.stderr!.on('data', (chunk) => (stderr += chunk))
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })))
+  t.teardown(() => {
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL')
+  })
+  await until('GET /health 200', async () => {
+    if (server.exitCode !== null) throw new Error(`./steward start exited with ${server.exitCode}: ${stderr}`)
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) })
+      await response.arrayBuffer()
+      return response.status === 200 ? true : null
+    } catch {
+      return null
+    }
+  }, 150_000)
+  const cmdline = readFileSync(`/proc/${server.pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
+  t.same(cmdline.slice(1), [join(ROOT, 'cli', 'launch.mjs'), 'start'], 'the process started is the server: the shell script exec-ed node')
+  t.same(childrenOf(server.pid!), [], 'with no child process')
+  server.kill('SIGTERM') // what `kill $!` sends after `./steward start &`
+  t.same(await exited, { code: 0, signal: null }, 'a graceful stop, exit 0')
+  t.equal(await portFree(port), true, 'the port is released')
+})
+
+t.test('./steward works from any directory and through a symlink', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'steward-link-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  symlinkSync(join(ROOT, 'steward'), join(dir, 'steward'))
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  delete env.NODE_OPTIONS
+  for (const command of [join(ROOT, 'steward'), join(dir, 'steward')]) {
+    const result = spawnSync(command, ['key', '--help'], { cwd: dir, env, encoding: 'utf8' })
+    t.equal(result.status, 0, `${command} key --help exits 0`)
+    t.match(result.stdout, /^usage: .* key <command>[\s\S]*key create {2}create an API key/, 'and prints the key commands')
+  }
 })
