@@ -219,7 +219,7 @@ export function startupMarkdown(rows: readonly StartupRow[]): string[] {
   const lines = ['## Start-up: time to first /health 200 and memory of the process tree', '']
   lines.push(
     `Spawn to the first \`GET /health\` 200 (which queries the database), then the resident memory (RSS) of the process and all its ` +
-      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle; each row is the median of three starts (one fresh data directory or database each, then a restart of it). "first start" is an empty data directory ` +
+      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle; each row is the median of three starts (one fresh data directory or database each, then a restart of it), each start ${SETTLE_MS / 1000} s after the previous process exited. "first start" is an empty data directory ` +
       '(PGlite) or an empty database (PostgreSQL); "no template" is the first PGlite start after an install, which runs initdb once ' +
       `and caches its output under node_modules/.cache/steward. Goals on PGlite: first start ≤ ${GOALS.pgliteFirstMs / 1000} s, restart ≤ ` +
       `${GOALS.pgliteRestartMs / 1000} s, idle tree ≤ ${GOALS.rssMiB} MiB. \`node --import tsx bench/startup.ts\` runs this section alone.`,
@@ -230,7 +230,8 @@ export function startupMarkdown(rows: readonly StartupRow[]): string[] {
     const timeGoal = row.database !== 'pglite' || row.phase === 'first start, no template' ? null : row.phase === 'restart' ? GOALS.pgliteRestartMs : GOALS.pgliteFirstMs
     const ms = timeGoal === null ? `${row.ms}` : `${row.ms} ${row.ms <= timeGoal ? '✓' : '✗'}`
     const rss = row.database === 'pglite' ? `${row.rssMiB} ${row.rssMiB <= GOALS.rssMiB ? '✓' : '✗'}` : `${row.rssMiB}`
-    lines.push(`| ${row.launcher} | ${row.database} | ${row.phase} | ${ms} | ${row.rssAtReadyMiB} | ${rss} |`)
+    const launcher = row.launcher === 'node' ? 'node --import tsx server.ts (sources)' : row.launcher
+    lines.push(`| ${launcher} | ${row.database} | ${row.phase} | ${ms} | ${row.rssAtReadyMiB} | ${rss} |`)
   }
   lines.push('')
   return lines
