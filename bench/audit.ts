@@ -1,20 +1,27 @@
 // What writing the audit event costs a change: policy create and key create through the storage
-// functions the routes call (with their caps, so with the organization lock), against the same
-// functions from the commit before audit events were written (extracted with `git archive` into a
-// temporary directory, run on the same database, same schema). Alternating rounds, a fresh
-// organization per variant, creates interleaved one at a time, medians. Goal: audit adds at most 10 %.
+// functions the routes call (with their caps, so with the organization lock), against a baseline
+// copy of the storage code in a temporary directory, run on the same database, same schema.
+// Alternating rounds, a fresh organization per variant, creates interleaved one at a time, medians.
+// Goal: audit adds at most 10 %.
 //
-//   node --import tsx bench/audit.ts [--ops 300] [--rounds 6] [--baseline REV]
+//   node --import tsx bench/audit.ts [--ops 300] [--rounds 6] [--baseline removed|REV]
 //   DATABASE_URL=postgres://… node --import tsx bench/audit.ts
 //
-// REV defaults to the parent of the commit that added the policy events (found with git log -S AuditBy).
+// Baselines:
+// - `removed` (the default): this checkout's storage code with the event write taken out (the copy's
+//   storage/audit.ts returns before inserting any event; the change's own statements are the same).
+//   This is the cost of writing the event and nothing else.
+// - REV, a commit (`first` stands for the parent of the commit that added the policy events, found
+//   with git log -S AuditBy): the code as it was then. This also counts everything else that
+//   changed in those functions since (columns, checks), in either direction.
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseScriptArgs } from '../cli/command.ts'
 import { silentLogger } from '../log.ts'
+import { sql } from 'kysely'
 import { BY_OPERATOR } from '../storage/audit.ts'
 import { openDatabase } from '../storage/connect.ts'
 import * as keys from '../storage/keys.ts'
@@ -32,10 +39,25 @@ function git(...argv: string[]): string {
   return execFileSync('git', argv, { cwd: ROOT, encoding: 'utf8' }).trim()
 }
 
+const baseline = args.baseline ?? 'removed'
 // The first commit that passed an AuditBy to the policy storage functions; its parent wrote no event.
-const rev = args.baseline ?? `${git('log', '--format=%H', '-S', 'AuditBy', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^`
+const rev = baseline === 'first' ? `${git('log', '--format=%H', '-S', 'AuditBy', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^` : baseline
+const SOURCES = ['storage', 'domain', 'engine', 'config.ts', 'log.ts', 'package.json']
 const baseDir = mkdtempSync(join(tmpdir(), 'steward-bench-audit-base-'))
-execFileSync('sh', ['-c', `git archive ${rev} storage domain engine config.ts log.ts package.json | tar -x -C ${baseDir}`], { cwd: ROOT })
+if (baseline === 'removed') {
+  for (const source of SOURCES) cpSync(join(ROOT, source), join(baseDir, source), { recursive: true })
+  // Every event goes through these two functions; the copy returns before writing any.
+  const auditFile = join(baseDir, 'storage', 'audit.ts')
+  const anchors = ['  if (events.length === 0) return\n', '  if (events.length === 0) return (await trx.executeQuery(query)).rows\n']
+  let text = readFileSync(auditFile, 'utf8')
+  for (const anchor of anchors) {
+    if (!text.includes(anchor)) throw new Error(`storage/audit.ts changed: cannot take the event write out at ${JSON.stringify(anchor)}`)
+    text = text.replace(anchor, anchor.replace('events.length === 0', 'events.length >= 0'))
+  }
+  writeFileSync(auditFile, text)
+} else {
+  execFileSync('sh', ['-c', `git archive ${rev} ${SOURCES.join(' ')} | tar -x -C ${baseDir}`], { cwd: ROOT })
+}
 symlinkSync(join(ROOT, 'node_modules'), join(baseDir, 'node_modules'))
 const basePolicies = await import(pathToFileURL(join(baseDir, 'storage/policies.ts')).href)
 const baseKeys = await import(pathToFileURL(join(baseDir, 'storage/keys.ts')).href)
@@ -60,11 +82,16 @@ type Variant = 'without audit' | 'with audit'
 type Op = 'policy create' | 'key create'
 const OPERATIONS: Record<Op, Record<Variant, (org: string, i: number) => Promise<unknown>>> = {
   'policy create': {
-    'without audit': (org, i) => basePolicies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), CAP),
+    // The old commit's functions took no AuditBy; the copy with the write taken out takes the same one.
+    'without audit': (org, i) =>
+      baseline === 'removed'
+        ? basePolicies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), BY_OPERATOR, CAP)
+        : basePolicies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), CAP),
     'with audit': (org, i) => policies.createPolicy(handle.db, org, fields(i), 'operator', new Date(), BY_OPERATOR, CAP),
   },
   'key create': {
-    'without audit': (org, i) => baseKeys.createApiKey(handle.db, keyInput(org, i), new Date(), CAP),
+    'without audit': (org, i) =>
+      baseline === 'removed' ? baseKeys.createApiKey(handle.db, keyInput(org, i), new Date(), BY_OPERATOR, CAP) : baseKeys.createApiKey(handle.db, keyInput(org, i), new Date(), CAP),
     'with audit': (org, i) => keys.createApiKey(handle.db, keyInput(org, i), new Date(), BY_OPERATOR, CAP),
   },
 }
@@ -88,6 +115,12 @@ async function measurePair(op: Op): Promise<Record<Variant, number[]>> {
       if (i >= 0) times[variant].push(performance.now() - started) // the first 20: warm-up
     }
   }
+  // The baseline must write no event and the measured code one per create, or the ratio means nothing.
+  for (const variant of variants) {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from audit_events where organization_id = ${orgs[variant]}`.execute(handle.db)
+    const want = variant === 'with audit' ? OPS + 20 : 0
+    if (rows[0]!.n !== want) throw new Error(`${op}, ${variant}: ${rows[0]!.n} audit events, expected ${want}`)
+  }
   return times
 }
 
@@ -100,7 +133,7 @@ const median = (values: number[]) => {
 try {
   await migrateToLatest(handle.db)
   const lines = [
-    `Baseline: the storage functions at ${git('rev-parse', '--short', rev)} (no audit event), same database and schema. ${OPS} creates of each variant per round, interleaved one at a time, each variant on its own fresh organization; ${ROUNDS} rounds; per round the median time of one create; cost = median over rounds of (with ÷ without) − 1.`,
+    `Baseline: ${baseline === 'removed' ? 'the same storage functions with the event write taken out' : `the storage functions at ${git('rev-parse', '--short', rev)} (no audit event)`}, same database and schema. ${OPS} creates of each variant per round, interleaved one at a time, each variant on its own fresh organization; ${ROUNDS} rounds; per round the median time of one create; cost = median over rounds of (with ÷ without) − 1.`,
     '',
     '| operation | without audit (median ms) | with audit (median ms) | with ÷ without | audit cost (goal ≤ 10 %) |',
     '|---|---:|---:|---:|---:|',
