@@ -107,7 +107,10 @@ t.test('./steward start is the server itself: kill $! stops it', async (t) => {
   let stderr = ''
   server.stderr!.on('data', (chunk) => (stderr += chunk))
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })))
+  // A script that failed to exec would leave node running as its child: killed at teardown too.
+  const kids = new Set<number>()
   t.teardown(() => {
+    for (const pid of kids) if (alive(pid)) process.kill(pid, 'SIGKILL')
     if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL')
   })
   await until('GET /health 200', async () => {
@@ -120,9 +123,10 @@ t.test('./steward start is the server itself: kill $! stops it', async (t) => {
       return null
     }
   }, 150_000)
+  for (const pid of childrenOf(server.pid!)) kids.add(pid)
   const cmdline = readFileSync(`/proc/${server.pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
   t.same(cmdline.slice(1), [join(ROOT, 'cli', 'launch.mjs'), 'start'], 'the process started is the server: the shell script exec-ed node')
-  t.same(childrenOf(server.pid!), [], 'with no child process')
+  t.same([...kids], [], 'with no child process')
   server.kill('SIGTERM') // what `kill $!` sends after `./steward start &`
   t.same(await exited, { code: 0, signal: null }, 'a graceful stop, exit 0')
   t.equal(await portFree(port), true, 'the port is released')
