@@ -12,7 +12,8 @@ import { governanceCommands } from './governance.ts'
 import { auditSealCommands } from './audit-verify.ts'
 import { provisionCommands } from './provision.ts'
 
-const PROGRAM = 'server.ts'
+// The name usage lines give: the README's command is ./steward (Bun and Deno run server.ts).
+const PROGRAM = 'steward'
 
 const start: Command = {
   name: 'start',

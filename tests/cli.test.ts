@@ -55,7 +55,7 @@ t.test('help and strict options (nothing opens the database)', async (t) => {
     const alone = await run(['key'], { env: UNREACHABLE })
     t.equal(alone.code, 2)
     t.equal(alone.out, '')
-    t.match(alone.err, /^usage: server\.ts key <command> \[options\]\n/)
+    t.match(alone.err, /^usage: steward key <command> \[options\]\n/)
     for (const name of ['key create', 'key rotate', 'key revoke', 'key list']) t.match(alone.err, `\n  ${name}  `)
     const help = await run(['key', '--help'], { env: UNREACHABLE })
     t.equal(help.code, 0)
@@ -70,7 +70,7 @@ t.test('help and strict options (nothing opens the database)', async (t) => {
     t.equal(
       result.out,
       [
-        'usage: server.ts key create --org ID --role ROLE [--name NAME] [--expires-in-days DAYS]',
+        'usage: steward key create --org ID --role ROLE [--name NAME] [--expires-in-days DAYS]',
         '',
         'Create an API key; prints the secret once (stdout).',
         '',
@@ -90,13 +90,13 @@ t.test('help and strict options (nothing opens the database)', async (t) => {
       for (const flag of ['--help', '-h']) {
         const result = await run([...command.name.split(' '), flag], { env: UNREACHABLE })
         t.equal(result.code, 0, `${command.name} ${flag}`)
-        t.match(result.out, new RegExp(`^usage: server\\.ts ${command.name}`))
+        t.match(result.out, new RegExp(`^usage: steward ${command.name}`))
         for (const name of Object.keys(command.options)) t.match(result.out, new RegExp(`\\n  --${name}\\b.* [a-z]`), `${command.name} describes --${name}`)
       }
     }
     const viaHelp = await run(['help', 'leads', 'export'], { env: UNREACHABLE })
     t.equal(viaHelp.code, 0)
-    t.match(viaHelp.out, /^usage: server\.ts leads export \[--list LIST\] \[--format FORMAT\] \[--output FILE\]\n/)
+    t.match(viaHelp.out, /^usage: steward leads export \[--list LIST\] \[--format FORMAT\] \[--output FILE\]\n/)
   })
 
   t.test('an unknown option is refused with exit 2 and the usage, before any work', async (t) => {
@@ -105,7 +105,7 @@ t.test('help and strict options (nothing opens the database)', async (t) => {
     t.equal(result.out, '')
     t.equal(
       result.err,
-      "usage error: unknown option '--lst'\nusage: server.ts leads export [--list LIST] [--format FORMAT] [--output FILE]\nRun 'server.ts leads export --help' for the options.\n",
+      "usage error: unknown option '--lst'\nusage: steward leads export [--list LIST] [--format FORMAT] [--output FILE]\nRun 'steward leads export --help' for the options.\n",
     )
   })
 
@@ -124,20 +124,20 @@ t.test('help and strict options (nothing opens the database)', async (t) => {
       const result = await run(argv, { env: UNREACHABLE })
       t.equal(result.code, 2, argv.join(' '))
       t.equal(result.err.slice(0, result.err.indexOf('\n') + 1), first, argv.join(' '))
-      t.match(result.err, /\nusage: server\.ts /)
+      t.match(result.err, /\nusage: steward /)
     }
   })
 
   t.test('unknown commands exit 2 with the list of commands', async (t) => {
     const unknown = await run(['keys'], { env: UNREACHABLE })
     t.equal(unknown.code, 2)
-    t.match(unknown.err, /^usage error: unknown command 'keys'\nusage: server\.ts <command> \[options\]\n/)
+    t.match(unknown.err, /^usage error: unknown command 'keys'\nusage: steward <command> \[options\]\n/)
     const sub = await run(['key', 'delete'], { env: UNREACHABLE })
     t.equal(sub.code, 2)
-    t.match(sub.err, /^usage error: unknown command 'key delete'\nusage: server\.ts key <command> \[options\]\n/)
+    t.match(sub.err, /^usage error: unknown command 'key delete'\nusage: steward key <command> \[options\]\n/)
     const none = await run([], { env: UNREACHABLE })
     t.equal(none.code, 2)
-    t.match(none.err, /^usage: server\.ts <command> \[options\]\n/)
+    t.match(none.err, /^usage: steward <command> \[options\]\n/)
     const help = await run(['--help'], { env: UNREACHABLE })
     t.equal(help.code, 0)
     t.equal(help.out, none.err)
