@@ -50,21 +50,28 @@ async function until<T>(what: string, probe: () => Promise<T | null> | T | null,
   }
 }
 
-async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<void> {
+type Exit = { code: number | null; signal: string | null }
+
+/**
+ * Spawns `command args` with a free PORT on 127.0.0.1, waits for GET /health 200, and returns the
+ * process, its exit, and its child processes as they were then (killed at teardown, so a child
+ * left behind by a failing test never outlives it).
+ */
+async function launch(t: Test, command: string, args: string[], env: Record<string, string>) {
   const port = await freePort()
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }
   delete childEnv.NODE_OPTIONS // tap's loaders are not for the server
-  const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(command, args, { cwd: ROOT, env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
-  npm.stderr!.on('data', (chunk) => (stderr += chunk))
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => npm.once('exit', (code, signal) => resolve({ code, signal })))
+  child.stderr!.on('data', (chunk) => (stderr += chunk))
+  const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
   const kids = new Set<number>()
   t.teardown(() => {
     for (const pid of kids) if (alive(pid)) process.kill(pid, 'SIGKILL')
-    if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGKILL')
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
   await until('GET /health 200', async () => {
-    if (npm.exitCode !== null) throw new Error(`npm start exited with ${npm.exitCode}: ${stderr}`)
+    if (child.exitCode !== null) throw new Error(`${command} ${args.join(' ')} exited with ${child.exitCode}: ${stderr}`)
     try {
       const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) })
       await response.arrayBuffer()
@@ -73,9 +80,14 @@ async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<voi
       return null
     }
   }, 150_000)
-  for (const pid of childrenOf(npm.pid!)) kids.add(pid)
-  t.equal(kids.size, 1, 'npm runs one child')
-  const [server] = [...kids]
+  for (const pid of childrenOf(child.pid!)) kids.add(pid)
+  return { child, port, exited, kids: [...kids] }
+}
+
+async function stopsOnSigterm(t: Test, env: Record<string, string>): Promise<void> {
+  const { child: npm, port, exited, kids } = await launch(t, 'npm', ['start', '--silent'], env)
+  t.equal(kids.length, 1, 'npm runs one child')
+  const [server] = kids
   t.match(readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0').slice(0, 5).join(' '), /node cli\/launch\.mjs start/, 'the child is the server, not a shell')
 
   npm.kill('SIGTERM') // what `kill $!` sends after `npm start &`
@@ -100,33 +112,10 @@ t.test('npm start stops on SIGTERM with PostgreSQL', { skip: process.env.TEST_DA
 t.test('./steward start is the server itself: kill $! stops it', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'steward-script-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  const port = await freePort()
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }
-  delete env.NODE_OPTIONS
-  const server = spawn('./steward', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] })
-  let stderr = ''
-  server.stderr!.on('data', (chunk) => (stderr += chunk))
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })))
-  // A script that failed to exec would leave node running as its child: killed at teardown too.
-  const kids = new Set<number>()
-  t.teardown(() => {
-    for (const pid of kids) if (alive(pid)) process.kill(pid, 'SIGKILL')
-    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL')
-  })
-  await until('GET /health 200', async () => {
-    if (server.exitCode !== null) throw new Error(`./steward start exited with ${server.exitCode}: ${stderr}`)
-    try {
-      const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) })
-      await response.arrayBuffer()
-      return response.status === 200 ? true : null
-    } catch {
-      return null
-    }
-  }, 150_000)
-  for (const pid of childrenOf(server.pid!)) kids.add(pid)
+  const { child: server, port, exited, kids } = await launch(t, './steward', ['start'], { DATA_DIR: dataDir, DATABASE_URL: '' })
   const cmdline = readFileSync(`/proc/${server.pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
   t.same(cmdline.slice(1), [join(ROOT, 'cli', 'launch.mjs'), 'start'], 'the process started is the server: the shell script exec-ed node')
-  t.same([...kids], [], 'with no child process')
+  t.same(kids, [], 'with no child process')
   server.kill('SIGTERM') // what `kill $!` sends after `./steward start &`
   t.same(await exited, { code: 0, signal: null }, 'a graceful stop, exit 0')
   t.equal(await portFree(port), true, 'the port is released')
