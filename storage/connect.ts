@@ -79,16 +79,26 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     return { db, kind: 'postgres', pool, close: () => db.destroy() }
   }
-  const pgliteModule = await import('@electric-sql/pglite')
-  const { PGlite } = pgliteModule
-  const startParams = pgliteStartParams(PGlite.defaultStartParams)
-  if (url === 'memory://' || url === 'memory:') return fromPglite(await openPglite(pgliteModule, { startParams }))
+  if (url === 'memory://' || url === 'memory:') return fromPglite(await openEmbeddedPglite())
   mkdirSync(options.dataDir, { recursive: true })
   const isNew = prepareNewDataDir(options.dataDir)
-  if (isNew) await createFromTemplate(options.dataDir, startParams, Object.keys(migrations))
-  const pglite = await openPglite(pgliteModule, { dataDir: options.dataDir, startParams })
+  if (isNew) {
+    const { PGlite } = await import('@electric-sql/pglite')
+    await createFromTemplate(options.dataDir, pgliteStartParams(PGlite.defaultStartParams), Object.keys(migrations))
+  }
+  const pglite = await openEmbeddedPglite({ dataDir: options.dataDir })
   if (isNew) finishNewDataDir(options.dataDir)
   return fromPglite(pglite)
+}
+
+/**
+ * Opens PGlite as every Steward database opens it: Steward's start settings (below) and no
+ * array-type catalog query (storage/pglite-array-types.ts). In memory unless `dataDir` (files) or
+ * `loadDataDir` (a dump, as the tests clone their template) is given.
+ */
+export async function openEmbeddedPglite(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<import('@electric-sql/pglite').PGlite> {
+  const pgliteModule = await import('@electric-sql/pglite')
+  return openPglite(pgliteModule, { ...options, startParams: pgliteStartParams(pgliteModule.PGlite.defaultStartParams) })
 }
 
 /**

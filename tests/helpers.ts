@@ -10,8 +10,7 @@ import { loadConfig, type Config } from '../config.ts'
 import type { Logger, LogLevel } from '../log.ts'
 import type { ConnectionInfo } from '../http/context.ts'
 import { createHandler, type Steward } from '../server.ts'
-import { createPostgresPool, fromPglite, pgliteStartParams, type DatabaseHandle } from '../storage/connect.ts'
-import { openPglite } from '../storage/pglite-array-types.ts'
+import { createPostgresPool, fromPglite, openEmbeddedPglite, type DatabaseHandle } from '../storage/connect.ts'
 import { Kysely, Migrator, PostgresDialect } from 'kysely'
 import { migrateToLatest } from '../storage/migrate.ts'
 import { migrations } from '../storage/migrations/index.ts'
@@ -21,23 +20,12 @@ import { silentLogger } from '../log.ts'
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || null
 export const DATABASE_KIND = TEST_DATABASE_URL ? 'postgres' : 'pglite'
 
-/**
- * An in-memory PGlite opened as the server opens its own (storage/connect.ts): the same start
- * settings (a 4 MB buffer cache: PGlite's default of 128 MB is zeroed on every open, about 0.5 s
- * and 136 MB of shared memory per test database) and no array-type catalog query.
- */
-async function openTestPglite(loadDataDir?: Blob) {
-  const pgliteModule = await import('@electric-sql/pglite')
-  const startParams = pgliteStartParams(pgliteModule.PGlite.defaultStartParams)
-  return openPglite(pgliteModule, loadDataDir ? { loadDataDir, startParams } : { startParams })
-}
-
 /** A migrated PGlite data directory, dumped once per migration set and shared by all test files. */
 export async function pgliteTemplate(): Promise<Blob> {
   const key = createHash('sha256').update(Object.keys(migrations).join('\n')).digest('hex').slice(0, 16)
   const file = join(tmpdir(), `steward-pglite-template-${key}.tar.gz`)
   if (existsSync(file)) return new Blob([readFileSync(file)])
-  const pglite = await openTestPglite()
+  const pglite = await openEmbeddedPglite()
   const handle = fromPglite(pglite)
   await migrateToLatest(handle.db)
   const dump = await pglite.dumpDataDir('gzip')
@@ -81,7 +69,9 @@ export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
     t.teardown(() => handle.close())
     return handle
   }
-  const pglite = await openTestPglite(await pgliteTemplate())
+  // Opened as the server opens its own (the 4 MB buffer cache: PGlite's default of 128 MB is
+  // zeroed on every open, about 0.5 s and 136 MB of shared memory per test database).
+  const pglite = await openEmbeddedPglite({ loadDataDir: await pgliteTemplate() })
   const handle = fromPglite(pglite)
   let closed = false
   const close = handle.close
