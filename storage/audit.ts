@@ -2,6 +2,7 @@
 // event commits or rolls back with it. Reading, sealing and export live in their own modules.
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
 import { OPERATOR, SYSTEM, withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
+import { preparedText } from './prepared.ts'
 import type { Database } from './schema.ts'
 
 export interface AuditEventInput {
@@ -70,9 +71,15 @@ export function eventBy(
  * Runs `query` (an insert, update or delete of the change) and appends `events` in the same
  * statement: `with change as (query), event as (insert into audit_events …) select * from change`.
  * One round trip instead of two, atomic like any statement; returns the change's rows.
+ *
+ * The statement, with or without events, goes as a prepared statement on PostgreSQL (on PGlite
+ * every query is prepared): the event's insert is then planned once per connection instead of
+ * with every change. Its text depends only on the change's statement and the number of events, so
+ * callers pass a change whose columns are fixed (a key insert, a policy version insert): the texts
+ * stay a small, fixed set, as prepared statements must.
  */
 export async function executeWithEvents<R>(trx: Transaction<Database> | Kysely<Database>, query: CompiledQuery<R>, events: readonly AuditEventInput[]): Promise<R[]> {
-  if (events.length === 0) return (await trx.executeQuery(query)).rows
+  if (events.length === 0) return (await trx.executeQuery(CompiledQuery.raw(preparedText(query.sql), [...query.parameters]) as CompiledQuery<R>)).rows
   const insert = trx
     .insertInto('audit_events')
     .values(
@@ -83,6 +90,6 @@ export async function executeWithEvents<R>(trx: Transaction<Database> | Kysely<D
   // Kysely numbers parameters $1…$n and never writes a value into the text, so shifting the
   // event insert's numbers past the change's is exact.
   const shifted = insert.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)
-  const combined = CompiledQuery.raw(`with "change" as (${query.sql}), "event" as (${shifted}) select * from "change"`, [...query.parameters, ...insert.parameters])
+  const combined = CompiledQuery.raw(preparedText(`with "change" as (${query.sql}), "event" as (${shifted}) select * from "change"`), [...query.parameters, ...insert.parameters])
   return (await trx.executeQuery<R>(combined as CompiledQuery<R>)).rows
 }
