@@ -34,6 +34,7 @@ import { migrateToLatest } from '../storage/migrate.ts'
 import { createOrganization } from '../storage/organizations.ts'
 import * as policies from '../storage/policies.ts'
 import { testConfig } from '../tests/helpers.ts'
+import { median } from './lib.ts'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const args = parseScriptArgs({ ops: { type: 'string' }, rounds: { type: 'string' }, baseline: { type: 'string' } })
@@ -95,9 +96,11 @@ interface Organization {
   readonly id: string
   readonly adminKey: string
 }
+/** The baseline's key create. The old commit's functions took no AuditBy; the copy with the write taken out takes the same one. */
+const baseCreateKey = (input: ReturnType<typeof keyInput>) =>
+  baseline === 'removed' ? baseKeys.createApiKey(handle.db, input, new Date(), BY_OPERATOR, CAP) : baseKeys.createApiKey(handle.db, input, new Date(), CAP)
 const STORAGE: Record<Op, Record<Variant, Create>> = {
   'policy create': {
-    // The old commit's functions took no AuditBy; the copy with the write taken out takes the same one.
     'without audit': (org, i) =>
       baseline === 'removed'
         ? basePolicies.createPolicy(handle.db, org.id, fields(i), 'operator', new Date(), BY_OPERATOR, CAP)
@@ -105,10 +108,7 @@ const STORAGE: Record<Op, Record<Variant, Create>> = {
     'with audit': (org, i) => policies.createPolicy(handle.db, org.id, fields(i), 'operator', new Date(), BY_OPERATOR, CAP),
   },
   'key create': {
-    'without audit': (org, i) =>
-      baseline === 'removed'
-        ? baseKeys.createApiKey(handle.db, keyInput(org.id, i), new Date(), BY_OPERATOR, CAP)
-        : baseKeys.createApiKey(handle.db, keyInput(org.id, i), new Date(), CAP),
+    'without audit': (org, i) => baseCreateKey(keyInput(org.id, i)),
     'with audit': (org, i) => keys.createApiKey(handle.db, keyInput(org.id, i), new Date(), BY_OPERATOR, CAP),
   },
 }
@@ -141,21 +141,20 @@ async function post(variant: Variant, org: Organization, path: string, json: unk
   const text = await response.text()
   if (response.status !== 201) throw new Error(`${variant} POST ${path}: ${response.status} ${text}`)
 }
+/** The same request to each variant's handler. */
+const toBoth = (path: string, body: (org: Organization, i: number) => unknown): Record<Variant, Create> => ({
+  'without audit': (org, i) => post('without audit', org, path, body(org, i)),
+  'with audit': (org, i) => post('with audit', org, path, body(org, i)),
+})
 const REQUEST: Record<Op, Record<Variant, Create>> = {
-  'policy create': {
-    'without audit': (org, i) => post('without audit', org, '/policies', { organization_id: org.id, name: `policy ${i}`, effect: 'deny', actions: [`svc${i + 100}.*`] }),
-    'with audit': (org, i) => post('with audit', org, '/policies', { organization_id: org.id, name: `policy ${i}`, effect: 'deny', actions: [`svc${i + 100}.*`] }),
-  },
-  'key create': {
-    'without audit': (org, i) => post('without audit', org, '/keys', { role: 'member', name: `key ${i}` }),
-    'with audit': (org, i) => post('with audit', org, '/keys', { role: 'member', name: `key ${i}` }),
-  },
+  'policy create': toBoth('/policies', (org, i) => ({ organization_id: org.id, name: `policy ${i}`, effect: 'deny', actions: [`svc${i + 100}.*`] })),
+  'key create': toBoth('/keys', (_org, i) => ({ role: 'member', name: `key ${i}` })),
 }
 
 /** A fresh organization and its admin key, made without an audit event (the copy's function). */
 async function freshOrganization(): Promise<Organization> {
   const id = (await createOrganization(handle.db, `audit bench ${crypto.randomUUID().slice(0, 8)}`, new Date())).id
-  const { secret } = await baseKeys.createApiKey(handle.db, { ...keyInput(id, -1), name: 'bench admin' }, new Date(), BY_OPERATOR, CAP)
+  const { secret } = await baseCreateKey({ ...keyInput(id, -1), name: 'bench admin' })
   return { id, adminKey: secret }
 }
 
@@ -183,11 +182,6 @@ async function measurePair(creates: Record<Variant, Create>, label: string): Pro
   return times
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
 
 /** The table rows of one level: per operation, ROUNDS pairs; cost = median of the rounds' ratios − 1. */
 async function measureLevel(level: string, operations: Record<Op, Record<Variant, Create>>): Promise<string[]> {

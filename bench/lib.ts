@@ -11,6 +11,13 @@ import pg from 'pg'
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
 
+/** The median (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
 export type Runtime = 'node' | 'bun' | 'deno'
 export const RUNTIMES: readonly Runtime[] = ['node', 'bun', 'deno']
 

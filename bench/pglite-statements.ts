@@ -18,6 +18,7 @@ import { PgliteDialect } from '../storage/pglite-dialect.ts'
 import { createPolicy } from '../storage/policies.ts'
 import type { Database } from '../storage/schema.ts'
 import { hashSecret } from '../storage/secrets.ts'
+import { median } from './lib.ts'
 
 const args = parseScriptArgs({ ops: { type: 'string' }, rounds: { type: 'string' } })
 const OPS = Number(args.ops ?? 400)
@@ -51,12 +52,6 @@ async function freshWorld(db: Kysely<Database>): Promise<World> {
   const org = (await createOrganization(db, `bench ${crypto.randomUUID().slice(0, 8)}`, new Date())).id
   const { secret } = await createApiKey(db, { ...keyInput(org, -1), role: 'admin' }, new Date(), BY_OPERATOR, CAP)
   return { org, secretHash: hashSecret(secret) }
-}
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
 try {
