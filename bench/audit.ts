@@ -57,7 +57,7 @@ if (baseline === 'removed') {
   for (const source of [...SOURCES, ...SERVER_SOURCES]) cpSync(join(ROOT, source), join(baseDir, source), { recursive: true })
   // Every event goes through these two functions; the copy returns before writing any.
   const auditFile = join(baseDir, 'storage', 'audit.ts')
-  const anchors = ['  if (events.length === 0) return\n', '  if (events.length === 0) return (await trx.executeQuery(CompiledQuery.raw(preparedText(query.sql), [...query.parameters]) as CompiledQuery<R>)).rows\n']
+  const anchors = ['  if (events.length === 0) return\n', '  if (events.length === 0) return run(query.sql, query.parameters)\n']
   let text = readFileSync(auditFile, 'utf8')
   for (const anchor of anchors) {
     if (!text.includes(anchor)) throw new Error(`storage/audit.ts changed: cannot take the event write out at ${JSON.stringify(anchor)}`)

@@ -79,7 +79,8 @@ export function eventBy(
  * stay a small, fixed set, as prepared statements must.
  */
 export async function executeWithEvents<R>(trx: Transaction<Database> | Kysely<Database>, query: CompiledQuery<R>, events: readonly AuditEventInput[]): Promise<R[]> {
-  if (events.length === 0) return (await trx.executeQuery(CompiledQuery.raw(preparedText(query.sql), [...query.parameters]) as CompiledQuery<R>)).rows
+  const run = async (text: string, parameters: readonly unknown[]) => (await trx.executeQuery(CompiledQuery.raw(preparedText(text), [...parameters]) as CompiledQuery<R>)).rows
+  if (events.length === 0) return run(query.sql, query.parameters)
   const insert = trx
     .insertInto('audit_events')
     .values(
@@ -90,6 +91,5 @@ export async function executeWithEvents<R>(trx: Transaction<Database> | Kysely<D
   // Kysely numbers parameters $1…$n and never writes a value into the text, so shifting the
   // event insert's numbers past the change's is exact.
   const shifted = insert.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)
-  const combined = CompiledQuery.raw(preparedText(`with "change" as (${query.sql}), "event" as (${shifted}) select * from "change"`), [...query.parameters, ...insert.parameters])
-  return (await trx.executeQuery<R>(combined as CompiledQuery<R>)).rows
+  return run(`with "change" as (${query.sql}), "event" as (${shifted}) select * from "change"`, [...query.parameters, ...insert.parameters])
 }

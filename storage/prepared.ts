@@ -4,12 +4,13 @@ import { createHash } from 'node:crypto'
 
 /**
  * Marks a statement text to be sent as a named prepared statement on PostgreSQL: each connection
- * parses and plans it once, then only binds and executes. For a few fixed texts on the hottest
- * path (the decision log's inserts), where planning was a third of the statement: the guarded
- * insert took 0.54 ms sent unnamed and 0.40 ms prepared, one at a time on the local PostgreSQL.
- * Only texts a caller keeps to a small, fixed set may be marked: each one stays prepared on every
- * connection for its life. On PGlite the mark is a comment and changes nothing. (Named statements
- * need a session per client: behind PgBouncer, use its session mode, which LISTEN needs anyway.)
+ * parses and plans it once, then only binds and executes. For a few fixed texts on hot paths (the
+ * decision log's inserts, a change with its audit event), where planning was a third of the
+ * statement: the guarded insert took 0.54 ms sent unnamed and 0.40 ms prepared, one at a time on
+ * the local PostgreSQL. Only texts a caller keeps to a small, fixed set may be marked: each one
+ * stays prepared on every connection for its life. On PGlite the mark is a comment and changes
+ * nothing: every query is prepared there (pglite-statements.ts). (Named statements need a session
+ * per client: behind PgBouncer, use its session mode, which LISTEN needs anyway.)
  */
 export function preparedText(text: string): string {
   return `${PREPARED_MARK}${text}`
