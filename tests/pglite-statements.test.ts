@@ -8,6 +8,7 @@ import t from 'tap'
 import { fromPglite } from '../storage/connect.ts'
 import { openPglite } from '../storage/pglite-array-types.ts'
 import { MAX_PREPARED_PARAMETERS, PreparedStatements, STATEMENT_CACHE_SIZE } from '../storage/pglite-statements.ts'
+import { preparedText } from '../storage/prepared.ts'
 
 const pglite = await openPglite(pgliteModule, {})
 const statements = new PreparedStatements(pglite)
@@ -79,6 +80,16 @@ t.test('a batch with more than MAX_PREPARED_PARAMETERS parameters runs unnamed a
   t.equal(own.size, 0, 'not kept')
   await batch(MAX_PREPARED_PARAMETERS)
   t.equal(own.size, 1, 'kept at the limit')
+})
+
+t.test('what is kept: queries, a marked text (a leading comment) too; never begin, commit or DDL', async (t) => {
+  const own = new PreparedStatements(pglite)
+  await own.query(preparedText(`select $1::int as n`), [1])
+  t.equal(own.size, 1, 'a text marked for PostgreSQL is prepared here too')
+  await own.query(`begin`, [])
+  await own.query(`create temporary table scratch (id int)`, [])
+  await own.query(`commit`, [])
+  t.equal(own.size, 0, 'not kept; and the DDL emptied the cache')
 })
 
 t.test('a schema change does not break a prepared statement', async (t) => {
