@@ -10,6 +10,7 @@ import * as approvals from './2026-11-23T03-approvals.ts'
 import * as audit from './2026-11-23T04-audit.ts'
 import * as webhooks from './2026-11-23T05-webhooks.ts'
 import * as sealIndex from './2026-11-23T06-seal-index.ts'
+import * as auditColumnTypes from './2026-11-24T00-audit-column-types.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
@@ -21,4 +22,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-23T04-audit': audit,
   '2026-11-23T05-webhooks': webhooks,
   '2026-11-23T06-seal-index': sealIndex,
+  '2026-11-24T00-audit-column-types': auditColumnTypes,
 })
