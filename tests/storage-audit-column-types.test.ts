@@ -1,5 +1,6 @@
 // The audit_events column types (migration 2026-11-24T00): actor_type becomes an enum and type a
-// domain, for a cheaper insert, with the same rules. On a database holding events and a seal from
+// domain, for a cheaper insert, with the same rules, and the primary key (organization_id,
+// event_id) replaces the page index. On a database holding events and a seal from
 // before: every row reads back the same and the seal still verifies; the same values are refused
 // before and after, and after the way back down. Then executeWithEvents, which reuses the change's
 // own timestamp parameter for an event at the same instant. PGlite, and PostgreSQL with
@@ -80,6 +81,20 @@ const REFUSED: readonly [string, string, string][] = [
   ['key', '', 'empty type'],
 ]
 
+async function indexes(): Promise<string[]> {
+  const found = await sql<{ indexname: string; indexdef: string }>`select indexname, indexdef from pg_indexes where tablename = 'audit_events' and schemaname = current_schema() order by indexname`.execute(db)
+  return found.rows.map((row) => `${row.indexname}: ${row.indexdef.replace(/^.* USING btree /, '')}`)
+}
+
+/** The plan of GET /audit's first page (sequential scans off: the table is tiny). */
+async function pagePlan(): Promise<string> {
+  return db.transaction().execute(async (trx) => {
+    await sql`set local enable_seqscan = off`.execute(trx)
+    const plan = await sql<Record<string, string>>`explain select event_id from audit_events where organization_id = ${ORG} and event_id < ${1000} order by event_id desc limit 51`.execute(trx)
+    return plan.rows.map((row) => Object.values(row)[0]).join('\n')
+  })
+}
+
 async function rows(): Promise<unknown[]> {
   return (await sql`select event_id, actor_type::text as actor_type, type::text as type, pg_typeof(actor_type)::text as actor_sql_type, row(actor_type, type)::text as as_text from audit_events order by event_id`.execute(db)).rows.map((row: any) => ({ ...row, event_id: Number(row.event_id) }))
 }
@@ -91,6 +106,12 @@ t.test('before: the table checks', async (t) => {
   for (const type of AUDIT_EVENT_TYPES) await insertEvent('system', type)
   for (const [actor, type, why] of REFUSED) t.equal(await outcome(actor, type), '23514', `refused: ${why}`)
   t.equal(await outcome('agent', 'decision.denied'), 'ok', 'a well-formed type not in the list is accepted (as before)')
+  t.same(await indexes(), [
+    'audit_events_page: (organization_id, event_id DESC)',
+    'audit_events_pkey: (event_id)',
+    'audit_events_type: (organization_id, type, event_id DESC)',
+    'audit_events_xid: (organization_id, xid)',
+  ])
 })
 
 let before: unknown[] = []
@@ -108,6 +129,20 @@ t.test('the migration keeps every row, and the seal made before it verifies afte
   // Read back through the driver, both are plain strings.
   const read = await typed.selectFrom('audit_events').select(['actor_type', 'type']).orderBy('event_id').limit(1).executeTakeFirstOrThrow()
   t.same(read, { actor_type: 'user', type: 'key.created' })
+})
+
+t.test('after: one index fewer, and the newest-first page reads the primary key backwards', async (t) => {
+  t.same(await indexes(), [
+    'audit_events_pkey: (organization_id, event_id)',
+    'audit_events_type: (organization_id, type, event_id DESC)',
+    'audit_events_xid: (organization_id, xid)',
+  ])
+  const plan = await pagePlan()
+  t.match(plan, /Index (Only )?Scan Backward using audit_events_pkey/, plan)
+  t.notMatch(plan, /Sort/, 'no sort')
+  // event_id is still refused when given by hand (identity, generated always).
+  const given = await sql`insert into audit_events (event_id, organization_id, occurred_at, actor_type, type, target_type) values (1, ${ORG}, ${AT}, 'system', 'key.created', 'test')`.execute(db).then(() => 'ok', (error: { code?: string }) => error.code)
+  t.equal(given, '428C9')
 })
 
 t.test('after: the same values refused, the same accepted', async (t) => {
@@ -149,5 +184,11 @@ t.test('down: back to text with the table checks, the same rows', async (t) => {
   t.same(after, before, 'the rows written before read the same')
   for (const [actor, type, why] of REFUSED) t.equal(await outcome(actor, type), '23514', `refused: ${why}`)
   t.match(await verifyChain(typed, ORG), { ok: true, seals: 1 })
+  t.same(await indexes(), [
+    'audit_events_page: (organization_id, event_id DESC)',
+    'audit_events_pkey: (event_id)',
+    'audit_events_type: (organization_id, type, event_id DESC)',
+    'audit_events_xid: (organization_id, xid)',
+  ])
   await migrateTo(CHANGE)
 })
