@@ -2,6 +2,7 @@
 // closed-loop maximum throughput through autocannon (keep-alive, no pipelining), an open-loop
 // fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
 // only 2xx latencies), and a bare pg loop for the database baselines.
+import { readFileSync } from 'node:fs'
 import net from 'node:net'
 import { Worker } from 'node:worker_threads'
 import autocannon from 'autocannon'
@@ -19,11 +20,63 @@ export interface Throughput {
   readonly rps: number
   readonly statuses: Record<string, number>
   readonly errors: number
+  /**
+   * CPU time the server process spent per answered request (user + system, every thread, µs),
+   * when its pid was given and /proc can tell; else null. Throughput says how much the client
+   * could get through; this says what each request cost the server, whether or not the client
+   * (on the same two cores) was the limit.
+   */
+  readonly cpuMicros?: number | null
 }
 
-export async function maxThroughput(base: string, spec: RequestSpec, seconds: number, connections = 10): Promise<Throughput> {
+/** User + system CPU time of a process so far, in µs (Linux /proc; null elsewhere). */
+export function processCpuMicros(pid: number): number | null {
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ')
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
+  } catch {
+    return null
+  }
+}
+/** Busy and total CPU time of the whole machine so far (Linux /proc/stat, in ticks; null elsewhere). */
+function machineTicks(): { busy: number; total: number } | null {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+    const total = fields.reduce((a, b) => a + b, 0)
+    // idle and iowait are the 4th and 5th fields.
+    return { busy: total - fields[3]! - (fields[4] ?? 0), total }
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Waits until the machine's CPU use over a quarter second is below `busyBelow` (a share of all
+ * cores), at most `maxMs`: what earlier measurements left running (a sealer catching up with the
+ * decisions a throughput round wrote, a database's vacuum) then does not land in the next probe.
+ * Returns how long it waited and the last share seen (null without /proc).
+ */
+export async function waitForQuiet(busyBelow = 0.15, maxMs = 20_000): Promise<{ waitedMs: number; busy: number | null }> {
+  const started = performance.now()
+  let busy: number | null = null
+  for (;;) {
+    const before = machineTicks()
+    await new Promise((resolve) => setTimeout(resolve, 250))
+    const after = machineTicks()
+    if (!before || !after || after.total === before.total) return { waitedMs: performance.now() - started, busy: null }
+    busy = (after.busy - before.busy) / (after.total - before.total)
+    if (busy < busyBelow || performance.now() - started > maxMs) return { waitedMs: performance.now() - started, busy }
+  }
+}
+
+/** USER_HZ: 100 on every Linux this runs on (getconf CLK_TCK); /proc counts CPU time in it. */
+const CLOCK_TICKS = 100
+
+export async function maxThroughput(base: string, spec: RequestSpec, seconds: number, connections = 10, pid?: number): Promise<Throughput> {
   const headers = { ...(spec.body !== undefined ? { 'content-type': 'application/json' } : {}), ...spec.headers }
   const makeBody = spec.body
+  const cpuBefore = pid === undefined ? null : processCpuMicros(pid)
   const result = await autocannon({
     url: base,
     connections,
@@ -44,7 +97,10 @@ export async function maxThroughput(base: string, spec: RequestSpec, seconds: nu
   })
   const statuses: Record<string, number> = {}
   for (const [key, value] of Object.entries(result.statusCodeStats ?? {})) statuses[key] = (value as { count: number }).count
-  return { rps: result.requests.total / seconds, statuses, errors: result.errors + result.timeouts }
+  const cpuAfter = pid === undefined ? null : processCpuMicros(pid)
+  const answered = result.requests.total
+  const cpuMicros = cpuBefore !== null && cpuAfter !== null && answered > 0 ? (cpuAfter - cpuBefore) / answered : null
+  return { rps: answered / seconds, statuses, errors: result.errors + result.timeouts, cpuMicros }
 }
 
 export interface Latency {

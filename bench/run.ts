@@ -8,7 +8,10 @@
 // fetch function (bench/targets/bare-fetch.ts, same adapter, same shared /health check through a
 // pg pool) and the Fastify reference (bench/fastify-reference.ts). Then p50/p99 at half of each
 // route's measured maximum (open loop, fixed rate), with raw node:http (bench/targets/raw-http.ts)
-// probed at the same rate in the same run: the target is Steward's p99 ÷ raw node:http's p99.
+// probed at the same rate in the same run: the target is Steward's p99 ÷ raw node:http's p99. Each
+// latency probe waits for a quiet machine first (load.ts waitForQuiet). Beside the throughput, the
+// server's CPU time per request (from /proc, Node servers) is reported: the client shares the two
+// cores and can be the limit of a throughput figure; it cannot change what a request cost the server.
 // Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/test); a scratch database is created and dropped.
 // Then the agent-governance sections: POST /decisions (durable write included) against
@@ -33,7 +36,7 @@ import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
 import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
-import { fixedRateLatency, maxThroughput, pgLoop, type Latency, type RequestSpec, type Throughput } from './load.ts'
+import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 2)
@@ -97,6 +100,8 @@ const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60
 
 type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'bare-fetch-pglite' | 'raw-http' | 'fastify' | 'steward-pglite'
 const urls = new Map<Target, string>()
+/** Server process ids (Node targets), for the CPU time each request cost. */
+const pids = new Map<Target, number>()
 
 /** Policy and key create with the audit event vs the commit before it (bench/audit.ts), on each database. */
 async function auditSection(databaseUrl: string): Promise<string[]> {
@@ -174,6 +179,7 @@ try {
     const server = await launch()
     servers.push(server)
     urls.set(target, server.url)
+    if (server.runtime === 'node' && server.child.pid !== undefined) pids.set(target, server.child.pid)
   }
   await start('steward-node', () => startServer('node', env))
   let world: BenchWorld | null = null
@@ -241,7 +247,7 @@ try {
     const base = urls.get(target)
     const spec = specs[route]
     if (!base || !spec) return
-    scenarios.push({ route, target, measure: (s) => maxThroughput(base, spec, s, CONNECTIONS) })
+    scenarios.push({ route, target, measure: (s) => maxThroughput(base, spec, s, CONNECTIONS, pids.get(target)) })
   }
   if (!ONLY_DECISIONS) {
     // Targets not started (Bun and Deno in the pipeline-only run) add no scenario.
@@ -308,6 +314,10 @@ try {
     const list = samples.get(`${route}|${target}`)
     return list ? median(list.map((r) => r.rps)) : null
   }
+  const cpu = (route: string, target: string): number | null => {
+    const list = (samples.get(`${route}|${target}`) ?? []).map((r) => r.cpuMicros).filter((v): v is number => typeof v === 'number')
+    return list.length > 0 ? median(list) : null
+  }
   const statuses = (route: string, target: string): string => {
     const all: Record<string, number> = {}
     for (const r of samples.get(`${route}|${target}`) ?? []) for (const [k, v] of Object.entries(r.statuses)) all[k] = (all[k] ?? 0) + v
@@ -321,6 +331,7 @@ try {
   // p99 of each are the means of its two probes. Stalls from sharing two cores set both p99s, so
   // the ratio says what Steward adds above them.
   const latency = new Map<string, { rate: number; steward: Latency; raw: Latency | null }>()
+  const quietWaits: number[] = []
   const meanLatency = (x: Latency, y: Latency): Latency => ({ p50: (x.p50 + y.p50) / 2, p99: (x.p99 + y.p99) / 2, sent: x.sent + y.sent, rate: x.rate, errors: x.errors + y.errors })
   const latencyRoutes = ONLY_DECISIONS ? [] : ONLY_PIPELINE ? [...PIPELINE_ROUTES] : ['health', 'notfound-404', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']
   for (const route of latencyRoutes) {
@@ -329,7 +340,14 @@ try {
     const rawBase = urls.get('raw-http')
     if (!max || !spec) continue
     const rate = Math.round(max / 2)
-    const probe = (base: string) => fixedRateLatency(base, spec, rate, PROBE_SECONDS, CONNECTIONS)
+    // Each probe starts on a quiet machine: the throughput rounds before leave work behind (the
+    // sealers of both Steward processes catching up with the decisions they logged, PostgreSQL's
+    // autovacuum), which would otherwise land in whichever probe came first.
+    const probe = async (base: string) => {
+      const quiet = await waitForQuiet()
+      quietWaits.push(quiet.waitedMs)
+      return fixedRateLatency(base, spec, rate, PROBE_SECONDS, CONNECTIONS)
+    }
     const steward1 = await probe(urls.get('steward-node')!)
     const raw1 = rawBase ? await probe(rawBase) : null
     const raw2 = rawBase ? await probe(rawBase) : null
@@ -353,7 +371,13 @@ try {
     // same code, while a separate probe (two servers, the audit sealer on in one and off in the
     // other, four probes per route each) found no difference between the routes (decisions and
     // demo p99 medians 23.5 and 25.1 ms with the sealer on, 22.7 and 25.0 with it off).
-    const probe = (spec: RequestSpec) => fixedRateLatency(base, spec, rate, 2, CONNECTIONS)
+    // Each probe on a quiet machine, as above: the sealer's work for the decisions of the throughput
+    // rounds is not the probe's; the work for the probe's own decisions still is.
+    const probe = async (spec: RequestSpec) => {
+      const quiet = await waitForQuiet()
+      quietWaits.push(quiet.waitedMs)
+      return fixedRateLatency(base, spec, rate, 2, CONNECTIONS)
+    }
     const demo: Latency[] = []
     const decisions: Latency[] = []
     for (let round = 0; round < 4; round++) {
@@ -408,6 +432,11 @@ try {
   for (const [route, name] of pipelineNames) targets.push([`(informative) LOG_LEVEL=info: ${name} vs Fastify reference`, 'informative', ratio(rps(route, 'steward-node-info'), rps(route, 'fastify')), ''])
   targets.push(['(informative) LOG_LEVEL=info: GET unknown path → 404 vs bare fetch function\'s 404', 'informative', ratio(rps('notfound-404', 'steward-node-info'), rps('notfound-404', 'bare-fetch')), ''])
   targets.push(['(informative) LOG_LEVEL=info: GET /health vs bare fetch function\'s /health', 'informative', ratio(rps('health', 'steward-node-info'), rps('health', 'bare-fetch')), ''])
+  // The same comparisons by the server's CPU time per request (the other's ÷ Steward's: above 1,
+  // Steward spends less), which the client sharing the two cores cannot cap.
+  for (const [route, name] of pipelineNames) targets.push([`(informative) CPU per request: ${name}, Fastify reference ÷ Steward`, 'informative', ratio(cpu(route, 'fastify'), cpu(route, 'steward-node')), ''])
+  targets.push(['(informative) CPU per request: GET unknown path → 404, bare fetch function ÷ Steward', 'informative', ratio(cpu('notfound-404', 'bare-fetch'), cpu('notfound-404', 'steward-node')), ''])
+  targets.push(['(informative) CPU per request: GET /health, bare fetch function ÷ Steward', 'informative', ratio(cpu('health', 'bare-fetch'), cpu('health', 'steward-node')), ''])
   if (!ONLY_PIPELINE) {
     for (const route of ['demo-new', 'demo-dup', 'policies']) {
       targets.push([`${route} vs bare pg loop`, '≥ 0.85', ratio(rps(route, 'steward-node'), rps(route, 'pg-loop')), '0.85'])
@@ -453,10 +482,30 @@ try {
     'middleware: /health with the same shared database check, 404 elsewhere, the same headers); "bare-fetch-pglite" is the same on an in-memory PGlite, beside ' +
     '"steward-pglite" (Steward on Node on a PGlite data directory). "raw-http" answers a fixed small JSON from node:http alone. ' +
     '"steward-node-info" is LOG_LEVEL=info (one access-log line per request).')
+  const cpuColumns = (['steward-node', 'fastify', 'bare-fetch', 'raw-http', 'steward-node-info'] as const).filter((c) => Object.keys(routeNames).some((route) => cpu(route, c) !== null))
+  if (cpuColumns.length > 0) {
+    lines.push('', '## CPU time per request (server process, user + system, all threads, µs; median of rounds)', '')
+    lines.push(`| route | ${cpuColumns.join(' | ')} |`, `|---|${cpuColumns.map(() => '---:').join('|')}|`)
+    for (const [route, name] of Object.entries(routeNames)) {
+      const base = cpu(route, 'steward-node')
+      if (cpuColumns.every((c) => cpu(route, c) === null)) continue
+      const cells = cpuColumns.map((c) => {
+        const v = cpu(route, c)
+        if (v === null) return '—'
+        return `${v.toFixed(1)}${c === 'steward-node' || base === null ? '' : ` (${(v / base).toFixed(2)}×)`}`
+      })
+      lines.push(`| ${name} | ${cells.join(' | ')} |`)
+    }
+    lines.push('', 'Read from /proc/<pid>/stat before and after each throughput measurement, divided by the requests answered; Node servers only. ' +
+      "In parentheses: that column's CPU per request ÷ Steward-on-Node's, so it reads like the throughput ratios (above 1: Steward spends less). " +
+      'Throughput is capped by whichever of the server and the load generator runs out of its share of the two cores first; this is not. ' +
+      'For GET /health and GET /policies (valid key) it leaves out the database server\'s own work.')
+  }
   lines.push('', '## Latency at half of the measured maximum (Steward on Node vs raw node:http at the same rate, open loop, ms, machine-specific)', '')
   lines.push(`Fixed-rate probe on 10 raw keep-alive sockets; sends are evenly spaced by a pacing thread. Each route at half of Steward's measured maximum, ` +
     `to Steward and to raw node:http (bench/targets/raw-http.ts, same request) in the order Steward, raw, raw, Steward, ${PROBE_SECONDS} s each; ` +
-    'p50 and p99 are the means of the two probes of each. Routes marked "database round trip" wait for the database on Steward and not on raw node:http.', '')
+    'p50 and p99 are the means of the two probes of each. Routes marked "database round trip" wait for the database on Steward and not on raw node:http. ' +
+    `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s).`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
   for (const [route, l] of latency) {
     const raw = l.raw
@@ -467,7 +516,7 @@ try {
     lines.push('One organization with an active agent and 10 policies; the request is allowed by a policy with a CEL condition, so every ' +
       'decision starts from the context (revision, agent) its process read for that agent, evaluates, and answers only after its row is committed ' +
       '(group commit) by an insert that checks that the revision is still the current one. ' +
-      'Both routes on the same server process, measured in the same alternating rounds; the latency probe sends both at the same fixed rate, half of the lower maximum, eight probes of 2 s each (ABBA four times), p50 and p99 the medians of the eight.', '')
+      'Both routes on the same server process, measured in the same alternating rounds; the latency probe sends both at the same fixed rate, half of the lower maximum, eight probes of 2 s each (ABBA four times), p50 and p99 the medians of the eight; each probe began on a quiet machine (CPU use below 15 %, as for the latency table above).', '')
     lines.push('| database | POST /decisions req/s | POST /demo-request req/s | ratio (goal ≥ 0.85; median of per-round neighbour ratios) | fixed rate | decisions p50 / p99 ms | demo p50 / p99 ms | p99 ratio (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|---:|')
     for (const pair of decisionPairs) {
       const lat = (l: Latency | null) => (l ? `${l.p50.toFixed(2)} / ${l.p99.toFixed(2)}` : '—')

@@ -267,14 +267,35 @@ export async function readInput<S extends v.GenericSchema>(request: Request, ctx
   return validateInput(doc, params)
 }
 
+/**
+ * `readInput` with the refusal (413, 415, 400…) returned as an HttpError instead of thrown, for
+ * routes where refusals are the expected load (the public lead forms): a handler returns it and
+ * the pipeline answers it exactly as a thrown one (docs/architecture.md, "Refusals returned").
+ * Anything else (the client going away, a fault) still rejects.
+ */
+export function readInputOrRefusal<S extends v.GenericSchema>(request: Request, ctx: RequestContext<PipelineConfig>, doc: BodyDoc<S>): Promise<v.InferOutput<S> | HttpError> {
+  return readBody(request, ctx, { accept: doc.mediaTypes.map((type) => FORMATS[type]), optional: !doc.required }).then(
+    ({ params }) => checkInput(doc, params),
+    (error: unknown) => (error instanceof HttpError ? error : Promise.reject(error)),
+  )
+}
+
 /** Validates an already-read body as `doc` publishes it. */
 export function validateInput<S extends v.GenericSchema>(doc: BodyDoc<S>, params: Record<string, unknown>): v.InferOutput<S> {
+  const checked = checkInput(doc, params)
+  if (checked instanceof HttpError) throw checked
+  return checked
+}
+
+/** The body's value as `doc` publishes it, or the 400 that says what is wrong. */
+function checkInput<S extends v.GenericSchema>(doc: BodyDoc<S>, params: Record<string, unknown>): v.InferOutput<S> | HttpError {
   let input = params
   if (doc.nullIsAbsent) {
     input = {}
     for (const [key, value] of Object.entries(params)) if (value !== null) input[key] = value
   }
-  return parseWith(doc.schema, input, doc.precedence)
+  const result = v.safeParse(doc.schema, input)
+  return result.success ? result.output : new HttpError(400, firstProblem(result.issues, doc.precedence ?? []))
 }
 
 /** A body doc with its schema's type kept, for `readInput`. */

@@ -15,8 +15,16 @@ import { finish } from './security.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
-/** Handlers answer with a Reply (reply.ts `json`, `created`, `noContent`); fetch builds the Response. */
-export type RouteHandler<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> = (request: IRequest, ctx: RequestContext<C, D>) => Reply | Promise<Reply>
+/**
+ * Handlers answer with a Reply (reply.ts `json`, `created`, `noContent`); fetch builds the Response.
+ * A refusal may be thrown as an HttpError or returned as one; the pipeline answers both the same
+ * way. Returning is for refusals on hot paths (a bad credential): in a server, every throw that
+ * crosses an `await` cost several microseconds (docs/architecture.md).
+ */
+export type RouteHandler<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> = (
+  request: IRequest,
+  ctx: RequestContext<C, D>,
+) => Reply | HttpError | Promise<Reply | HttpError>
 
 export interface ResponseDoc {
   readonly description: string
@@ -292,7 +300,8 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
           const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
           throw new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`)
         }
-        reply = await route.handler(request, ctx)
+        const answer = await route.handler(request, ctx)
+        reply = answer instanceof HttpError ? errorReply(surface, answer, ctx) : answer
       } catch (error) {
         reply = errorReply(surface, error, ctx)
       }

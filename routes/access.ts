@@ -74,7 +74,7 @@ export interface Guard {
    * `agentKeys`: whether a key bound to an agent may use the route at all (only decisions, its
    * own decisions and its own capabilities); every other route answers 403 for such a key.
    */
-  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Promise<Reply>
+  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Promise<Reply | HttpError>
 }
 
 export const AGENT_KEY_REFUSED = 'This key is bound to an agent: it may only ask decisions for its agent and read its own decisions and capabilities'
@@ -93,20 +93,22 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
         refuseCredentialsInUrl(request)
         requireSecureTransport(ctx)
         const principal = await credentials.authenticate(request, ctx)
+        // Refusals are returned, not thrown (docs/architecture.md): the pipeline answers them.
+        if (principal instanceof HttpError) return principal
         const decision = limiter.take(principal.subject, ctx.now)
         const headers = rateLimitHeaders(limiter.name, limiter.rule, decision)
-        if (!decision.allowed) throw new HttpError(429, 'Too many requests for this credential; retry later', { headers })
+        if (!decision.allowed) return new HttpError(429, 'Too many requests for this credential; retry later', { headers })
         if (orgLimiter) {
           const shared = orgLimiter.take(principal.organizationId, ctx.now)
           if (!shared.allowed) {
-            throw new HttpError(429, "Too many requests for this organization's credentials together; retry later", {
+            return new HttpError(429, "Too many requests for this organization's credentials together; retry later", {
               headers: rateLimitHeaders(orgLimiter.name, orgLimiter.rule, shared),
             })
           }
         }
-        if (principal.agentId !== null && !options.agentKeys) throw new HttpError(403, AGENT_KEY_REFUSED, { headers })
+        if (principal.agentId !== null && !options.agentKeys) return new HttpError(403, AGENT_KEY_REFUSED, { headers })
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
-          throw new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
+          return new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }
         const answer = await handler(request, ctx, principal)
         setHeaders(answer, headers)

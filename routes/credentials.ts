@@ -39,8 +39,11 @@ export interface Principal {
 }
 
 export interface Credentials {
-  /** The principal of the request's bearer credential; throws 401 otherwise. */
-  authenticate(request: Request, ctx: Pick<RequestContext, 'now'>): Promise<Principal>
+  /**
+   * The principal of the request's bearer credential, or the 401 to answer (returned, not thrown:
+   * see docs/architecture.md, "Refusals returned, not thrown"). A database failure rejects.
+   */
+  authenticate(request: Request, ctx: Pick<RequestContext, 'now'>): Promise<Principal | HttpError>
   /** Forgets cached lookups of the key and of every token minted from it, here and in peers. */
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
@@ -84,15 +87,15 @@ interface Entry {
 // RFC 6750 §2.1: the scheme name is case-insensitive; exactly one space-separated token.
 const BEARER = /^bearer +([^\s]+) *$/i
 
-/** The bearer secret of a request, with its kind; 401 for anything else, before any database work. */
-function bearerSecret(request: Request): { token: string; kind: 'key' | 'at'; hash: string } {
+/** The bearer secret of a request, with its kind; the 401 for anything else, before any database work. */
+function bearerSecret(request: Request): { token: string; kind: 'key' | 'at'; hash: string } | HttpError {
   const header = request.headers.get('authorization')
-  if (header === null || header.trim() === '') throw new HttpError(401, AUTHENTICATION_REQUIRED)
+  if (header === null || header.trim() === '') return new HttpError(401, AUTHENTICATION_REQUIRED)
   const token = BEARER.exec(header)?.[1]
   // A bad shape is refused here; the checksum, before any database work (authenticate).
   const kind = token === undefined ? null : secretShape(token)
   // Refresh tokens and invitation secrets are not bearer credentials.
-  if (token === undefined || (kind !== 'key' && kind !== 'at')) throw new HttpError(401, INVALID_TOKEN)
+  if (token === undefined || (kind !== 'key' && kind !== 'at')) return new HttpError(401, INVALID_TOKEN)
   return { token, kind, hash: hashSecret(token) }
 }
 
@@ -225,7 +228,9 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
 
   return {
     async authenticate(request, ctx) {
-      const { token, kind, hash } = bearerSecret(request)
+      const secret = bearerSecret(request)
+      if (secret instanceof HttpError) return secret
+      const { token, kind, hash } = secret
       const now = ctx.now
       // A hit is a secret already checked in full (checksum and database) when it was stored: its
       // checksum is not computed again (12 µs of the 30 µs an authenticated request spent here).
@@ -235,10 +240,10 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
         return hit
       }
       // A mistyped or made-up secret: refused without a query.
-      if (secretKind(token) !== kind) throw new HttpError(401, INVALID_TOKEN)
+      if (secretKind(token) !== kind) return new HttpError(401, INVALID_TOKEN)
       const startedAt = cache.epoch()
       const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
-      if (!principal) throw new HttpError(401, INVALID_TOKEN)
+      if (!principal) return new HttpError(401, INVALID_TOKEN)
       keyUses.note(principal, now)
       if (startedAt === cache.epoch() && cacheEnabled()) cache.set(hash, principal, now)
       return principal

@@ -4,7 +4,7 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
 import { isValidEmail } from '../domain/email.ts'
-import { bodyDoc, readInput } from '../http/body.ts'
+import { bodyDoc, readInputOrRefusal } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
@@ -123,16 +123,20 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     return organizationId ? { organizationId: organizationId.toLowerCase(), requestId: ctx.requestId } : null
   }
 
-  function throttle(ctx: RequestContext): Record<string, string> {
+  // A flood of submissions (429) and of bad bodies (400, 413, 415) is the load these public
+  // routes expect: their refusals are returned, not thrown (docs/architecture.md).
+  function throttle(ctx: RequestContext): Record<string, string> | HttpError {
     const decision = limiter.take(`lead:${ctx.clientKey}`, ctx.now)
     const headers = rateLimitHeaders('leads', limiter.rule, decision)
-    if (!decision.allowed) throw new HttpError(429, 'Too many submissions from this client; retry later', { headers })
+    if (!decision.allowed) return new HttpError(429, 'Too many submissions from this client; retry later', { headers })
     return headers
   }
 
-  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Reply> {
+  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Reply | HttpError> {
     const headers = throttle(ctx)
-    const lead = await readInput(request, ctx, demoBody)
+    if (headers instanceof HttpError) return headers
+    const lead = await readInputOrRefusal(request, ctx, demoBody)
+    if (lead instanceof HttpError) return lead
     const stored = await insertDemoRequestUnlessRegistered(
       ctx.deps.db,
       {
@@ -152,9 +156,11 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   }
 
   function subscribe(via: string) {
-    return async (request: IRequest, ctx: RequestContext): Promise<Reply> => {
+    return async (request: IRequest, ctx: RequestContext): Promise<Reply | HttpError> => {
       const headers = throttle(ctx)
-      const lead = await readInput(request, ctx, newsletterBody)
+      if (headers instanceof HttpError) return headers
+      const lead = await readInputOrRefusal(request, ctx, newsletterBody)
+      if (lead instanceof HttpError) return lead
       const stored = await insertSubscriptionUnlessRegistered(
         ctx.deps.db,
         { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },

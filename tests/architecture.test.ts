@@ -161,3 +161,34 @@ t.test('the router is split by first path segment: a route that starts with a pa
   t.equal((await handler.fetch(new Request('http://127.0.0.1/things/1'))).status, 200)
   t.equal((await handler.fetch(new Request('http://127.0.0.1/other/1'))).status, 404)
 })
+
+t.test('a refusal returned by a handler is answered exactly as the same refusal thrown', async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { HttpError } = await import('../http/errors.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const deps = { clock: Date.now, logger: { log() {} } }
+  const refusal = () => new HttpError(429, 'Too many', { headers: { 'Retry-After': '7' } })
+  const doc = { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} }
+  const surface = {
+    name: 'x',
+    headers: { 'Cache-Control': 'no-store' },
+    routes: [
+      { method: 'GET' as const, path: '/thrown', handler: async () => { throw refusal() }, doc },
+      { method: 'GET' as const, path: '/returned', handler: async () => refusal(), doc },
+      { method: 'GET' as const, path: '/returned-sync', handler: () => refusal(), doc },
+    ],
+    errorBody: (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message }),
+  }
+  const handler = createFetch([surface as never], { config: testConfig(), deps, fallback: surface as never })
+  const answer = async (path: string) => {
+    const res = await handler.fetch(new Request(`http://127.0.0.1${path}`, { headers: { 'x-request-id': 'same-id' } }))
+    return { status: res.status, headers: [...res.headers].sort(), body: await res.text() }
+  }
+  const thrown = await answer('/thrown')
+  t.same(thrown.status, 429)
+  t.same(thrown.body, '{"status":429,"error":"Too many"}')
+  t.ok(thrown.headers.some(([name, value]) => name === 'retry-after' && value === '7'), 'the error\'s own header')
+  t.ok(thrown.headers.some(([name, value]) => name === 'cache-control' && value === 'no-store'), 'the surface header')
+  t.same(await answer('/returned'), thrown)
+  t.same(await answer('/returned-sync'), thrown)
+})

@@ -3,6 +3,7 @@
 // creator's current role; a key whose creator left the organization stops working; an operator's
 // key keeps its own role. Changes apply on the next request, in this process and in another one.
 import t from 'tap'
+import { HttpError } from '../http/errors.ts'
 import { createCredentials } from '../routes/credentials.ts'
 import { silentLogger } from '../log.ts'
 import type { RequestContext } from '../routes/deps.ts'
@@ -112,7 +113,8 @@ t.test('a demotion in another process sharing the database applies there on the 
   const roleIn = async (token: string): Promise<string | number> => {
     try {
       const request = new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } })
-      return (await peer.authenticate(request, { now: app.clock.now } as RequestContext)).role
+      const principal = await peer.authenticate(request, { now: app.clock.now } as RequestContext)
+      return principal instanceof HttpError ? principal.status : principal.role
     } catch (error) {
       return (error as { status?: number }).status ?? -1
     }

@@ -3,6 +3,7 @@
 // in another one sharing the database. Rotation is a continuation: ending the old key leaves the
 // successor (and what the old key issued) alive, while revoking the successor reaches them.
 import t from 'tap'
+import { HttpError } from '../http/errors.ts'
 import { createCredentials } from '../routes/credentials.ts'
 import { silentLogger } from '../log.ts'
 import type { RequestContext } from '../routes/deps.ts'
@@ -118,8 +119,8 @@ t.test('in another process sharing the database, the issued key stops on the nex
   t.teardown(() => peer.close())
   const statusIn = async (token: string): Promise<number> => {
     try {
-      await peer.authenticate(new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } }), { now: app.clock.now } as RequestContext)
-      return 200
+      const outcome = await peer.authenticate(new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } }), { now: app.clock.now } as RequestContext)
+      return outcome instanceof HttpError ? outcome.status : 200
     } catch (error) {
       return (error as { status?: number }).status ?? -1
     }
