@@ -237,9 +237,19 @@ function unsupported(type: string, accept: readonly BodyFormat[]): HttpError {
  * when the message does not name it; a missing field is "Field X is required".
  */
 export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown, precedence: readonly string[] = []): v.InferOutput<S> {
+  return orThrow(checkWith(schema, input, precedence))
+}
+
+/** The value, or the refusal thrown. */
+function orThrow<T>(checked: T | HttpError): T {
+  if (checked instanceof HttpError) throw checked
+  return checked
+}
+
+/** `parseWith` with the 400 returned instead of thrown. */
+function checkWith<S extends v.GenericSchema>(schema: S, input: unknown, precedence: readonly string[] = []): v.InferOutput<S> | HttpError {
   const result = v.safeParse(schema, input)
-  if (result.success) return result.output
-  throw new HttpError(400, firstProblem(result.issues, precedence))
+  return result.success ? result.output : new HttpError(400, firstProblem(result.issues, precedence))
 }
 
 /** The message of the problem that wins: a listed message in order, then an unknown field, then the first. */
@@ -263,8 +273,7 @@ const FORMATS: Readonly<Record<BodyMediaType, BodyFormat>> = {
  * shape depends on the content, as at the token endpoint).
  */
 export async function readInput<S extends v.GenericSchema>(request: Request, ctx: RequestContext<PipelineConfig>, doc: BodyDoc<S>): Promise<v.InferOutput<S>> {
-  const { params } = await readBody(request, ctx, { accept: doc.mediaTypes.map((type) => FORMATS[type]), optional: !doc.required })
-  return validateInput(doc, params)
+  return orThrow(await readInputOrRefusal(request, ctx, doc))
 }
 
 /**
@@ -282,9 +291,7 @@ export function readInputOrRefusal<S extends v.GenericSchema>(request: Request, 
 
 /** Validates an already-read body as `doc` publishes it. */
 export function validateInput<S extends v.GenericSchema>(doc: BodyDoc<S>, params: Record<string, unknown>): v.InferOutput<S> {
-  const checked = checkInput(doc, params)
-  if (checked instanceof HttpError) throw checked
-  return checked
+  return orThrow(checkInput(doc, params))
 }
 
 /** The body's value as `doc` publishes it, or the 400 that says what is wrong. */
@@ -294,8 +301,7 @@ function checkInput<S extends v.GenericSchema>(doc: BodyDoc<S>, params: Record<s
     input = {}
     for (const [key, value] of Object.entries(params)) if (value !== null) input[key] = value
   }
-  const result = v.safeParse(doc.schema, input)
-  return result.success ? result.output : new HttpError(400, firstProblem(result.issues, doc.precedence ?? []))
+  return checkWith(doc.schema, input, doc.precedence)
 }
 
 /** A body doc with its schema's type kept, for `readInput`. */
