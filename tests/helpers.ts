@@ -38,19 +38,49 @@ export async function pgliteTemplate(): Promise<Blob> {
   return new Blob([bytes])
 }
 
+/** A fresh schema on TEST_DATABASE_URL's PostgreSQL, with a Kysely on it and the migrator for it. */
+async function postgresSchema(poolSize: number): Promise<{ db: Kysely<Database>; pool: import('pg').Pool; migrator: Migrator; drop(): Promise<void> }> {
+  const schema = `t_${process.pid}_${randomBytes(4).toString('hex')}`
+  const admin = await createPostgresPool(TEST_DATABASE_URL!, silentLogger, 1)
+  await admin.query(`create schema ${schema}`)
+  const url = new URL(TEST_DATABASE_URL!)
+  url.searchParams.set('options', `-c search_path=${schema}`)
+  const pool = await createPostgresPool(url.toString(), silentLogger, poolSize)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  // Kysely's migrator looks for its tables in every schema unless told which: with another
+  // test file's schema present it would skip creating its own and fail.
+  const migrator = new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => ({ ...migrations }) } })
+  return {
+    db,
+    pool,
+    migrator,
+    async drop() {
+      await db.destroy()
+      await admin.query(`drop schema ${schema} cascade`)
+      await admin.end()
+    },
+  }
+}
+
+/**
+ * An empty database (no migration applied) and a migrator over Steward's migrations that can stop
+ * at any one, for tests of a migration on data written before it. Closed at teardown.
+ */
+export async function emptyDatabase(t: Test): Promise<{ db: Kysely<any>; migrator: Migrator }> {
+  if (TEST_DATABASE_URL) {
+    const { db, migrator, drop } = await postgresSchema(2)
+    t.teardown(drop)
+    return { db, migrator }
+  }
+  const handle = fromPglite(await openEmbeddedPglite())
+  t.teardown(() => handle.close())
+  return { db: handle.db, migrator: new Migrator({ db: handle.db, provider: { getMigrations: async () => ({ ...migrations }) } }) }
+}
+
 /** A fresh, migrated database for one test file (or one test), closed at teardown. */
 export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
   if (TEST_DATABASE_URL) {
-    const schema = `t_${process.pid}_${randomBytes(4).toString('hex')}`
-    const admin = await createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
-    await admin.query(`create schema ${schema}`)
-    const url = new URL(TEST_DATABASE_URL)
-    url.searchParams.set('options', `-c search_path=${schema}`)
-    const pool = await createPostgresPool(url.toString(), silentLogger, 10)
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
-    // Kysely's migrator looks for its tables in every schema unless told which: with another
-    // test file's schema present it would skip creating its own and fail.
-    const migrator = new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => ({ ...migrations }) } })
+    const { db, pool, migrator, drop } = await postgresSchema(10)
     const { error } = await migrator.migrateToLatest()
     if (error) throw error
     let closed = false
@@ -61,9 +91,7 @@ export async function openTestDatabase(t: Test): Promise<DatabaseHandle> {
       async close() {
         if (closed) return
         closed = true
-        await db.destroy()
-        await admin.query(`drop schema ${schema} cascade`)
-        await admin.end()
+        await drop()
       },
     }
     t.teardown(() => handle.close())

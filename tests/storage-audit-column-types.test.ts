@@ -5,45 +5,20 @@
 // before and after, and after the way back down. Then executeWithEvents, which reuses the change's
 // own timestamp parameter for an event at the same instant. PGlite, and PostgreSQL with
 // TEST_DATABASE_URL.
-import { randomBytes } from 'node:crypto'
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely'
+import { type Kysely, sql } from 'kysely'
 import t from 'tap'
 import { ACTOR_TYPES, AUDIT_EVENT_TYPES } from '../domain/audit.ts'
-import { silentLogger } from '../log.ts'
 import { BY_OPERATOR, eventBy, executeWithEvents } from '../storage/audit.ts'
 import { sealOrganization, verifyChain } from '../storage/audit-seal.ts'
-import { createPostgresPool, fromPglite } from '../storage/connect.ts'
-import { migrations } from '../storage/migrations/index.ts'
 import type { Database } from '../storage/schema.ts'
-import { TEST_DATABASE_URL } from './helpers.ts'
+import { emptyDatabase } from './helpers.ts'
 
 const BEFORE = '2026-11-23T06-seal-index'
 const CHANGE = '2026-11-24T00-audit-column-types'
 
-async function emptyDatabase(): Promise<{ db: Kysely<any>; migrator: Migrator }> {
-  if (TEST_DATABASE_URL) {
-    const schema = `t_act_${process.pid}_${randomBytes(4).toString('hex')}`
-    const admin = await createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
-    await admin.query(`create schema ${schema}`)
-    const url = new URL(TEST_DATABASE_URL)
-    url.searchParams.set('options', `-c search_path=${schema}`)
-    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: await createPostgresPool(url.toString(), silentLogger, 2) }) })
-    t.teardown(async () => {
-      await db.destroy()
-      await admin.query(`drop schema ${schema} cascade`)
-      await admin.end()
-    })
-    return { db, migrator: new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => ({ ...migrations }) } }) }
-  }
-  const { PGlite } = await import('@electric-sql/pglite')
-  const handle = fromPglite(await PGlite.create())
-  t.teardown(() => handle.close())
-  return { db: handle.db, migrator: new Migrator({ db: handle.db, provider: { getMigrations: async () => ({ ...migrations }) } }) }
-}
-
 const ORG = crypto.randomUUID()
 const AT = new Date('2026-11-20T00:00:00.123Z')
-const { db, migrator } = await emptyDatabase()
+const { db, migrator } = await emptyDatabase(t)
 const typed = db as unknown as Kysely<Database>
 
 async function migrateTo(name: string): Promise<void> {

@@ -3,41 +3,15 @@
 // An allow policy with conditions gets the condition `false` (it allows nothing until someone
 // writes a real condition); deny and require_approval ones apply without a condition (they
 // restrict more, never less). Runs on PGlite and, with TEST_DATABASE_URL, on PostgreSQL.
-import { randomBytes } from 'node:crypto'
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely'
+import { type Kysely, sql } from 'kysely'
 import t from 'tap'
 import { compilePolicySet, decide } from '../engine/index.ts'
-import { silentLogger } from '../log.ts'
-import { createPostgresPool, fromPglite } from '../storage/connect.ts'
-import { migrations } from '../storage/migrations/index.ts'
 import { findPolicy, findPolicyVersion } from '../storage/policies.ts'
 import type { Database } from '../storage/schema.ts'
-import { TEST_DATABASE_URL } from './helpers.ts'
+import { emptyDatabase } from './helpers.ts'
 
 const BEFORE = '2026-11-23T01-invitations-caps'
 const GOVERNANCE = '2026-11-23T02-governance'
-
-/** A database with no schema yet, and a migrator over our migrations that can stop at any one. */
-async function emptyDatabase(): Promise<{ db: Kysely<any>; migrator: Migrator }> {
-  if (TEST_DATABASE_URL) {
-    const schema = `t_mig_${process.pid}_${randomBytes(4).toString('hex')}`
-    const admin = await createPostgresPool(TEST_DATABASE_URL, silentLogger, 1)
-    await admin.query(`create schema ${schema}`)
-    const url = new URL(TEST_DATABASE_URL)
-    url.searchParams.set('options', `-c search_path=${schema}`)
-    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: await createPostgresPool(url.toString(), silentLogger, 2) }) })
-    t.teardown(async () => {
-      await db.destroy()
-      await admin.query(`drop schema ${schema} cascade`)
-      await admin.end()
-    })
-    return { db, migrator: new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => ({ ...migrations }) } }) }
-  }
-  const { PGlite } = await import('@electric-sql/pglite')
-  const handle = fromPglite(await PGlite.create())
-  t.teardown(() => handle.close())
-  return { db: handle.db, migrator: new Migrator({ db: handle.db, provider: { getMigrations: async () => ({ ...migrations }) } }) }
-}
 
 const ORG = crypto.randomUUID()
 const AT = new Date('2026-11-20T00:00:00Z')
@@ -62,7 +36,7 @@ const legacy: Legacy[] = [
 ]
 
 t.before(async () => {
-  const opened = await emptyDatabase()
+  const opened = await emptyDatabase(t)
   db = opened.db
   typed = db as unknown as Kysely<Database>
   const upTo = await opened.migrator.migrateTo(BEFORE)
