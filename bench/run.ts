@@ -461,40 +461,35 @@ try {
   }
   lines.push('', '## Throughput, requests per second (machine-specific absolute figures; median of rounds)', '')
   // Columns and rows nothing was measured for (targets not started, or left out of this run) are left out.
-  const columns = (['steward-node', 'steward-bun', 'steward-deno', 'fastify', 'pg-loop', 'bare-fetch', 'raw-http', 'steward-node-info', 'steward-pglite', 'bare-fetch-pglite'] as const)
-    .filter((c) => Object.keys(routeNames).some((route) => rps(route, c) !== null))
-  lines.push(`| route | ${columns.join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`)
-  for (const [route, name] of Object.entries(routeNames)) {
-    const base = rps(route, 'steward-node')
-    if (columns.every((c) => rps(route, c) === null)) continue
-    const cells = columns.map((c) => {
-      const v = rps(route, c)
-      if (v === null) return '—'
-      const r = c === 'steward-node' || base === null ? '' : ` (${(base / v).toFixed(2)}×)`
-      return `${fmt(v)}${r}`
-    })
-    lines.push(`| ${name} | ${cells.join(' | ')} |`)
+  /**
+   * A table of one figure per route and target, each cell with its ratio to Steward-on-Node's in
+   * parentheses (`ratio(steward, other)`); columns and rows with nothing measured are left out.
+   */
+  const measured = (targets: readonly string[], value: (route: string, target: string) => number | null) => targets.filter((c) => Object.keys(routeNames).some((route) => value(route, c) !== null))
+  const routeTable = (columns: readonly string[], value: (route: string, target: string) => number | null, show: (v: number) => string, ratio: (steward: number, other: number) => number): void => {
+    lines.push(`| route | ${columns.join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`)
+    for (const [route, name] of Object.entries(routeNames)) {
+      if (columns.every((c) => value(route, c) === null)) continue
+      const base = value(route, 'steward-node')
+      const cells = columns.map((c) => {
+        const v = value(route, c)
+        if (v === null) return '—'
+        return `${show(v)}${c === 'steward-node' || base === null ? '' : ` (${ratio(base, v).toFixed(2)}×)`}`
+      })
+      lines.push(`| ${name} | ${cells.join(' | ')} |`)
+    }
   }
+  routeTable(measured(['steward-node', 'steward-bun', 'steward-deno', 'fastify', 'pg-loop', 'bare-fetch', 'raw-http', 'steward-node-info', 'steward-pglite', 'bare-fetch-pglite'], rps), rps, fmt, (steward, other) => steward / other)
   lines.push('', 'In parentheses: Steward-on-Node ÷ that column. "pg-loop" is the same SQL in a loop of 10 workers through the same pool settings, no HTTP. ' +
     '"fastify" is bench/fastify-reference.ts (Fastify 5 + pg, same SQL and validation rules, key looked up per request; the same response headers as Steward, ' +
     'its own 404 answer, connections kept open after a 400). "bare-fetch" is bench/targets/bare-fetch.ts (a fetch function on @hono/node-server with no router or ' +
     'middleware: /health with the same shared database check, 404 elsewhere, the same headers); "bare-fetch-pglite" is the same on an in-memory PGlite, beside ' +
     '"steward-pglite" (Steward on Node on a PGlite data directory). "raw-http" answers a fixed small JSON from node:http alone. ' +
     '"steward-node-info" is LOG_LEVEL=info (one access-log line per request).')
-  const cpuColumns = (['steward-node', 'fastify', 'bare-fetch', 'raw-http', 'steward-node-info'] as const).filter((c) => Object.keys(routeNames).some((route) => cpu(route, c) !== null))
+  const cpuColumns = measured(['steward-node', 'fastify', 'bare-fetch', 'raw-http', 'steward-node-info'], cpu)
   if (cpuColumns.length > 0) {
     lines.push('', '## CPU time per request (server process, user + system, all threads, µs; median of rounds)', '')
-    lines.push(`| route | ${cpuColumns.join(' | ')} |`, `|---|${cpuColumns.map(() => '---:').join('|')}|`)
-    for (const [route, name] of Object.entries(routeNames)) {
-      const base = cpu(route, 'steward-node')
-      if (cpuColumns.every((c) => cpu(route, c) === null)) continue
-      const cells = cpuColumns.map((c) => {
-        const v = cpu(route, c)
-        if (v === null) return '—'
-        return `${v.toFixed(1)}${c === 'steward-node' || base === null ? '' : ` (${(v / base).toFixed(2)}×)`}`
-      })
-      lines.push(`| ${name} | ${cells.join(' | ')} |`)
-    }
+    routeTable(cpuColumns, cpu, (v) => v.toFixed(1), (steward, other) => other / steward)
     lines.push('', 'Read from /proc/<pid>/stat before and after each throughput measurement, divided by the requests answered; Node servers only. ' +
       "In parentheses: that column's CPU per request ÷ Steward-on-Node's, so it reads like the throughput ratios (above 1: Steward spends less). " +
       'Throughput is capped by whichever of the server and the load generator runs out of its share of the two cores first; this is not. ' +
