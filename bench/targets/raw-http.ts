@@ -1,10 +1,79 @@
-// Benchmark baseline: raw node:http answering the same small JSON as GET /health. Not product code.
-import { createServer } from 'node:http'
+// Benchmark baseline, not product code: node:http alone, with no framework and no adapter, as
+// the floor under every server on Node. On the three refusals the pipeline rows measure it does
+// the work the Fastify reference does and writes the answer Steward writes, byte for byte but the
+// request id and the date:
+//   GET /policies with a key that is not of the key format  401 {"status":"Unauthorized",…}
+//   POST /demo-request whose JSON body misses a field        400 {"error":"Missing required fields"}
+//   a path no route has                                       404 {"error":"No resource at <path>"}
+// with the same headers (security, CORS, a fresh request id; no-store on /policies). Anything else
+// (GET /health, a valid lead, a well-formed key) answers a fixed small JSON without a database.
+//   PORT=0 node --import tsx bench/targets/raw-http.ts
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { FIELD_LIMITS } from '../../routes/leads.ts'
+import { secretKind } from '../../storage/secrets.ts'
 
-const body = JSON.stringify({ status: 'ok' })
-const server = createServer((_req, res) => {
-  res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) })
+const OK = JSON.stringify({ status: 'ok' })
+const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
+const CSP = "default-src 'none'; frame-ancestors 'none'"
+const UNAUTHORIZED = JSON.stringify({ status: 'Unauthorized', error: 'Invalid or expired token' })
+const MISSING = JSON.stringify({ error: 'Missing required fields' })
+const REQUIRED = ['first_name', 'last_name', 'email', 'company', 'linkedin'] as const
+const LIMITS: Record<string, number> = { ...FIELD_LIMITS, email: 254 }
+
+function send(res: ServerResponse, status: number, body: string, noStore = false): void {
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    ...(noStore ? { 'cache-control': 'no-store' } : {}),
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': CSP,
+    'x-request-id': crypto.randomUUID(),
+    'access-control-allow-origin': '*',
+    'access-control-expose-headers': EXPOSED,
+    'content-length': Buffer.byteLength(body),
+  })
   res.end(body)
+}
+
+function ok(res: ServerResponse): void {
+  res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(OK) })
+  res.end(OK)
+}
+
+/** The Fastify reference's body schema: an object with the five fields as strings within their limits. */
+function leadIsValid(text: string): boolean {
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return false
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false
+  const record = body as Record<string, unknown>
+  for (const name of REQUIRED) if (typeof record[name] !== 'string') return false
+  for (const name in record) {
+    const value = record[name]
+    if (name in LIMITS && (typeof value !== 'string' || value.length > LIMITS[name]!)) return false
+  }
+  return true
+}
+
+function lead(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = []
+  req.on('data', (chunk: Buffer) => chunks.push(chunk))
+  req.on('end', () => (leadIsValid(Buffer.concat(chunks).toString('utf8')) ? ok(res) : send(res, 400, MISSING)))
+}
+
+const server = createServer((req, res) => {
+  const url = req.url ?? '/'
+  const query = url.indexOf('?')
+  const path = query < 0 ? url : url.slice(0, query)
+  if (path === '/health') return ok(res)
+  if (path === '/policies' && req.method === 'GET') {
+    const token = /^bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? '')?.[1]
+    return !token || secretKind(token) !== 'key' ? send(res, 401, UNAUTHORIZED, true) : ok(res)
+  }
+  if (path === '/demo-request' && req.method === 'POST') return lead(req, res)
+  send(res, 404, JSON.stringify({ error: `No resource at ${path}` }))
 })
 server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? '127.0.0.1', () => {
   const address = server.address() as { port: number }
