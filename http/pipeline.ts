@@ -246,7 +246,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     refuse(error: HttpError, headers?: Headers | null, conn?: ConnectionInfo): Reply {
       const request = new Request('http://refused.invalid/', headers ? { headers } : {})
       // A fresh id: the request never got far enough for its own X-Request-Id to be believed.
-      const ctx: RequestContext<C, D> = { ...buildContext(request, config, deps, conn), requestId: crypto.randomUUID() }
+      const ctx = buildContext(request, config, deps, conn, crypto.randomUUID())
       const out = errorReply(fallback, error, ctx)
       if (fallback.headers) setHeaders(out, fallback.headers)
       finish(out, request, ctx)
