@@ -26,24 +26,30 @@ export const REASON: Readonly<Record<number, string>> = Object.freeze({
 /**
  * The one error type. `message` is safe to show to the client; `code` is an optional
  * machine-readable code (the OAuth token endpoint uses RFC 6749 §5.2 codes).
+ *
+ * An HttpError is an answer, not a fault: its stack is never shown or logged. So it is not built
+ * by Error's constructor, which cost about 280 ns even with no stack captured (about 2,000 with
+ * one), against about 12 for a plain object; and every 400, 401 and 404 builds one. Its prototype
+ * chain still runs through Error.prototype (set below), so `instanceof Error`, `String(error)`
+ * and `error.message` work as for any error. It has no `stack`.
  */
-export class HttpError extends Error {
-  override name = 'HttpError'
+export class HttpError implements Error {
+  name = 'HttpError'
+  message: string
+  /** Never set: see above. Declared so that an HttpError is an Error to the type checker. */
+  declare readonly stack?: string
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
   readonly code: string | null
   constructor(status: number, message: string, options: { headers?: Record<string, string>; code?: string } = {}) {
-    // An HttpError is an answer, not a fault: its stack is never shown or logged, and capturing
-    // one was the largest single cost of a 400/401/404 (about a tenth of the request's CPU).
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    super(message)
-    Error.stackTraceLimit = limit
+    this.message = message
     this.status = status
-    this.headers = Object.freeze({ ...options.headers })
+    this.headers = options.headers ? Object.freeze({ ...options.headers }) : NO_HEADERS
     this.code = options.code ?? null
   }
 }
+Object.setPrototypeOf(HttpError.prototype, Error.prototype)
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 
 /** Thrown by storage when the database cannot be reached; surfaces answer 503 + Retry-After. */
 export function isDatabaseUnavailable(error: unknown): boolean {
