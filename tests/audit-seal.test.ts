@@ -180,6 +180,34 @@ t.test('a seal holds at most maxRows rows, cut at a lower xid; one transaction i
   t.match(await verifyChain(db, A, NOW), { ok: true, events: seeded + 40 })
 })
 
+t.test('the range is counted a page at a time: cuts across pages, and a transaction larger than a page sealed whole', async (t) => {
+  const { db } = await openTestDatabase(t)
+  const vars = await seedWorld(db, NOW.getTime())
+  const A = vars.ORG_A!
+  await sealAll(db, NOW) // whatever seeding wrote
+  // 450 transactions of one event each: counted in pages of 200 rows, cut after 300.
+  for (let i = 0; i < 450; i++) await event(db, A, 'policy.updated', { i })
+  await settled(db, await maxXid(db, A))
+  const sizes: number[] = []
+  for (;;) {
+    const outcome = await sealOrganization(db, A, NOW, { maxRows: 300 })
+    if (!('sealed' in outcome)) break
+    sizes.push(outcome.sealed.events + outcome.sealed.decisions)
+  }
+  t.same(sizes, [300, 150], 'cut after 300 rows, across page boundaries')
+  // One transaction of 230 events (more than a page), then 3 single-event transactions.
+  await recordEvents(db, Array.from({ length: 230 }, (_, i) => ({ organizationId: A, actor: SYSTEM, type: 'policy.updated' as const, target: { type: 'policy', id: null }, data: { i }, occurredAt: new Date() })))
+  for (let i = 0; i < 3; i++) await event(db, A, 'policy.updated', { after: i })
+  await settled(db, await maxXid(db, A))
+  const big = await sealNow(db, A, { maxRows: 100 })
+  t.equal(big.events, 230, 'the 230-row transaction goes into one seal, over maxRows')
+  const rest = await sealNow(db, A, { maxRows: 100 })
+  t.equal(rest.events, 3, 'the rest in the next')
+  const all = await sealNow(db, A, { maxRows: 2 }).catch(() => null)
+  t.equal(all, null, 'nothing left to seal')
+  t.match(await verifyChain(db, A, NOW), { ok: true })
+})
+
 t.test('verify names each kind of tampering, and the first one', async (t) => {
   const { db } = await openTestDatabase(t)
   const vars = await seedWorld(db, NOW.getTime())
