@@ -23,6 +23,9 @@ export const REASON: Readonly<Record<number, string>> = Object.freeze({
   503: 'Service Unavailable',
 })
 
+/** The headers of every HttpError that has none of its own: one frozen object, shared. */
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
+
 /**
  * The one error type. `message` is safe to show to the client; `code` is an optional
  * machine-readable code (the OAuth token endpoint uses RFC 6749 §5.2 codes).
@@ -49,7 +52,6 @@ export class HttpError implements Error {
   }
 }
 Object.setPrototypeOf(HttpError.prototype, Error.prototype)
-const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 
 /** Thrown by storage when the database cannot be reached; surfaces answer 503 + Retry-After. */
 export function isDatabaseUnavailable(error: unknown): boolean {

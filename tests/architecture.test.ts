@@ -192,3 +192,36 @@ t.test('a refusal returned by a handler is answered exactly as the same refusal 
   t.same(await answer('/returned'), thrown)
   t.same(await answer('/returned-sync'), thrown)
 })
+
+t.test('an HttpError is an Error without a stack, its headers frozen', async (t) => {
+  const { HttpError } = await import('../http/errors.ts')
+  const plain = new HttpError(404, 'No resource at /x')
+  t.ok(plain instanceof Error, 'instanceof Error (its prototype chain runs through Error.prototype)')
+  t.ok(plain instanceof HttpError)
+  t.equal(String(plain), 'HttpError: No resource at /x')
+  t.same([plain.name, plain.message, plain.status, plain.code, plain.stack], ['HttpError', 'No resource at /x', 404, null, undefined])
+  t.same(plain.headers, {})
+  t.ok(Object.isFrozen(plain.headers), 'no headers: frozen')
+  const given = { 'Retry-After': '5' }
+  const withHeaders = new HttpError(503, 'Down', { headers: given, code: 'x' })
+  given['Retry-After'] = '9'
+  t.same(withHeaders.headers, { 'Retry-After': '5' }, 'a copy of the headers given')
+  t.ok(Object.isFrozen(withHeaders.headers), 'frozen')
+  t.equal(withHeaders.code, 'x')
+  const rejected = await Promise.reject(plain).catch((error: unknown) => error)
+  t.equal(rejected, plain, 'thrown and caught as any value')
+})
+
+t.test("a refusal before routing carries a fresh request id, never the request's own", async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { HttpError } = await import('../http/errors.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const surface = { name: 'x', routes: [], errorBody: (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message }) }
+  const handler = createFetch([surface as never], { config: testConfig(), deps: { clock: Date.now, logger: { log() {} } }, fallback: surface as never })
+  const reply = handler.refuse(new HttpError(400, 'Malformed HTTP request'), new Headers({ 'x-request-id': 'client-chosen', origin: 'https://x.example' }))
+  t.equal(reply.status, 400)
+  t.not(reply.headers['x-request-id'], 'client-chosen')
+  t.match(reply.headers['x-request-id'], /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
+  const routed = await handler.fetch(new Request('http://127.0.0.1/nothing', { headers: { 'x-request-id': 'client-chosen' } }))
+  t.equal(routed.headers.get('x-request-id'), 'client-chosen', 'a routed request keeps its own')
+})
