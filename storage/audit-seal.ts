@@ -414,26 +414,29 @@ async function rangeHead(db: Kysely<Database>, organizationId: string, maxRows: 
       const page = await sql<{ x: string }>`select xid::text as x from ${sql.table(table)}
         where organization_id = ${organizationId} and xid >= ${cursor} and xid < ${xmin} order by xid limit ${HEAD_PAGE_ROWS}`.execute(db)
       const xids = page.rows.map((r) => Number(r.x))
-      if (xids.length === 0) break
-      const last = xids[xids.length - 1]!
-      let counted: number[]
-      if (xids.length < HEAD_PAGE_ROWS) counted = xids
-      else if (xids[0] === last) {
+      const last = xids.at(-1)
+      if (last === undefined) break
+      if (xids.length < HEAD_PAGE_ROWS) {
+        for (const xid of xids) add(perXid, xid, 1)
+        break
+      }
+      if (xids[0] === last) {
         // One transaction wrote more rows than a page: count it whole.
         const whole = await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table)}
           where organization_id = ${organizationId} and xid = ${last}`.execute(db)
-        counted = []
-        add(perXid, last, Number(whole.rows[0]!.n))
-        seen += Number(whole.rows[0]!.n)
+        const n = Number(whole.rows[0]!.n)
+        add(perXid, last, n)
+        seen += n
         cursor = last + 1
-      } else {
-        // The last xid of a full page may go on in the next: count it there.
-        counted = xids.filter((xid) => xid !== last)
-        cursor = last
+        continue
       }
-      for (const xid of counted) add(perXid, xid, 1)
-      seen += counted.length
-      if (xids.length < HEAD_PAGE_ROWS) break
+      // The last xid of a full page may go on in the next page: it is counted there.
+      for (const xid of xids) {
+        if (xid === last) break
+        add(perXid, xid, 1)
+        seen++
+      }
+      cursor = last
     }
   }
   const ordered = [...perXid.keys()].sort((a, b) => a - b)

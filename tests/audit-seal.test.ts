@@ -60,6 +60,21 @@ async function sealNow(db: Db, org: string, options: { maxRows?: number } = {}):
   return outcome.sealed
 }
 
+/** `n` events written by one transaction (one xid). */
+async function eventsInOneTransaction(db: Db, org: string, n: number): Promise<void> {
+  await recordEvents(db, Array.from({ length: n }, (_, i) => ({ organizationId: org, actor: SYSTEM, type: 'policy.updated' as const, target: { type: 'policy', id: null }, data: { i }, occurredAt: new Date() })))
+}
+
+/** Seals until nothing is left, `maxRows` at most per seal: the rows in each seal, in order. */
+async function sealSizes(db: Db, org: string, maxRows: number): Promise<number[]> {
+  const sizes: number[] = []
+  for (;;) {
+    const outcome = await sealOrganization(db, org, NOW, { maxRows })
+    if (!('sealed' in outcome)) return sizes
+    sizes.push(outcome.sealed.events + outcome.sealed.decisions)
+  }
+}
+
 class Rollback extends Error {}
 
 /** Verifies inside a transaction that `tamper` ran in, then rolls the tampering back. */
@@ -167,20 +182,14 @@ t.test('a seal holds at most maxRows rows, cut at a lower xid; one transaction i
   const seeded = (await sealAll(db, NOW)).reduce((sum, seal) => sum + (seal.organization_id === A ? seal.events : 0), 0) // whatever seeding wrote
   for (let i = 0; i < 25; i++) await event(db, A, 'policy.updated', { i })
   await settled(db, await maxXid(db, A))
-  const sizes: number[] = []
-  for (;;) {
-    const outcome = await sealOrganization(db, A, NOW, { maxRows: 10 })
-    if (!('sealed' in outcome)) break
-    sizes.push(outcome.sealed.events + outcome.sealed.decisions)
-  }
-  t.same(sizes, [10, 10, 5], 'three seals of at most 10 rows')
-  await recordEvents(db, Array.from({ length: 15 }, (_, i) => ({ organizationId: A, actor: SYSTEM, type: 'policy.updated' as const, target: { type: 'policy', id: null }, data: { i }, occurredAt: new Date() })))
+  t.same(await sealSizes(db, A, 10), [10, 10, 5], 'three seals of at most 10 rows')
+  await eventsInOneTransaction(db, A, 15)
   const whole = await sealNow(db, A, { maxRows: 10 })
   t.equal(whole.events, 15, 'a 15-row transaction goes into one seal')
   t.match(await verifyChain(db, A, NOW), { ok: true, events: seeded + 40 })
 })
 
-t.test('the range is counted a page at a time: cuts across pages, and a transaction larger than a page sealed whole', async (t) => {
+t.test('the range is counted a page at a time: cuts across pages, and a transaction larger than a page counted whole', async (t) => {
   const { db } = await openTestDatabase(t)
   const vars = await seedWorld(db, NOW.getTime())
   const A = vars.ORG_A!
@@ -188,23 +197,19 @@ t.test('the range is counted a page at a time: cuts across pages, and a transact
   // 450 transactions of one event each: counted in pages of 200 rows, cut after 300.
   for (let i = 0; i < 450; i++) await event(db, A, 'policy.updated', { i })
   await settled(db, await maxXid(db, A))
-  const sizes: number[] = []
-  for (;;) {
-    const outcome = await sealOrganization(db, A, NOW, { maxRows: 300 })
-    if (!('sealed' in outcome)) break
-    sizes.push(outcome.sealed.events + outcome.sealed.decisions)
-  }
-  t.same(sizes, [300, 150], 'cut after 300 rows, across page boundaries')
-  // One transaction of 230 events (more than a page), then 3 single-event transactions.
-  await recordEvents(db, Array.from({ length: 230 }, (_, i) => ({ organizationId: A, actor: SYSTEM, type: 'policy.updated' as const, target: { type: 'policy', id: null }, data: { i }, occurredAt: new Date() })))
+  t.same(await sealSizes(db, A, 300), [300, 150], 'cut after 300 rows, across page boundaries')
+  // 50 single-event transactions, one of 230 events (a page holds 200 rows), then 3 more. With
+  // maxRows 260 the cut falls at the 230-row transaction only if all 230 of its rows are counted.
+  for (let i = 0; i < 50; i++) await event(db, A, 'policy.updated', { before: i })
+  await eventsInOneTransaction(db, A, 230)
   for (let i = 0; i < 3; i++) await event(db, A, 'policy.updated', { after: i })
   await settled(db, await maxXid(db, A))
-  const big = await sealNow(db, A, { maxRows: 100 })
-  t.equal(big.events, 230, 'the 230-row transaction goes into one seal, over maxRows')
-  const rest = await sealNow(db, A, { maxRows: 100 })
-  t.equal(rest.events, 3, 'the rest in the next')
-  const all = await sealNow(db, A, { maxRows: 2 }).catch(() => null)
-  t.equal(all, null, 'nothing left to seal')
+  t.same(await sealSizes(db, A, 260), [50, 233], 'the 230-row transaction counted whole: 50 + 230 passes 260')
+  t.same(await sealOrganization(db, A, NOW, { maxRows: 260 }), { skipped: 'nothing_new' }, 'nothing left to seal')
+  // A transaction larger than both a page and maxRows goes into one seal, never split.
+  await eventsInOneTransaction(db, A, 230)
+  await settled(db, await maxXid(db, A))
+  t.same(await sealSizes(db, A, 100), [230], 'the 230-row transaction in one seal, over maxRows')
   t.match(await verifyChain(db, A, NOW), { ok: true })
 })
 
