@@ -521,14 +521,14 @@ try {
     'Routes marked "database round trip" wait for the database on Steward and not on raw node:http. ' +
     `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s).`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
-  for (const [route, l] of latency) {
-    const raw = l.raw
-    lines.push(`| ${routeNames[route]} | ${fmt(l.rate)} | ${l.steward.p50.toFixed(3)} | ${l.steward.p99.toFixed(3)} | ${raw ? raw.p50.toFixed(3) : '—'} | ${raw ? raw.p99.toFixed(3) : '—'} | ${verdict(raw ? l.steward.p99 / raw.p99 : null, 1.5, false)} |`)
-  }
-  for (const [route, l] of lowLatency) {
-    const raw = l.raw
-    const r = raw ? l.steward.p99 / raw.p99 : null
-    lines.push(`| ${routeNames[route]}, informative | ${fmt(l.rate)} | ${l.steward.p50.toFixed(3)} | ${l.steward.p99.toFixed(3)} | ${raw ? raw.p50.toFixed(3) : '—'} | ${raw ? raw.p99.toFixed(3) : '—'} | ${r === null ? '—' : r.toFixed(2)} |`)
+  // The goal's rows with a verdict, then the informative ones at LOW_RATE with the ratio alone.
+  for (const [rows, informative] of [[latency, false], [lowLatency, true]] as const) {
+    for (const [route, l] of rows) {
+      const raw = l.raw
+      const r = raw ? l.steward.p99 / raw.p99 : null
+      const shown = informative ? (r === null ? '—' : r.toFixed(2)) : verdict(r, 1.5, false)
+      lines.push(`| ${routeNames[route]}${informative ? ', informative' : ''} | ${fmt(l.rate)} | ${l.steward.p50.toFixed(3)} | ${l.steward.p99.toFixed(3)} | ${raw ? raw.p50.toFixed(3) : '—'} | ${raw ? raw.p99.toFixed(3) : '—'} | ${shown} |`)
+    }
   }
   if (!ONLY_PIPELINE) {
     lines.push('', '## Decisions over HTTP (POST /decisions, durable write included, vs POST /demo-request with a new email)', '')
