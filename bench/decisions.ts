@@ -34,7 +34,7 @@ function pending(): PendingDecision {
   }
 }
 
-async function load(work: () => Promise<unknown>): Promise<number> {
+async function load(work: () => unknown): Promise<number> {
   let done = 0
   const until = Date.now() + SECONDS * 1000
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {

@@ -37,10 +37,6 @@ export interface ResponseDoc {
 }
 
 /**
- * What the OpenAPI document says of a route. Written beside the route, from the same valibot
- * schemas the handler validates with, so the document cannot drift from the code.
- */
-/**
  * A request body as published and as validated: `readInput` (body.ts) reads a body with exactly
  * these media types and this schema, so the OpenAPI document cannot drift from the code.
  */
@@ -58,6 +54,10 @@ export interface BodyDoc<S extends GenericSchema = GenericSchema> {
 
 export type BodyMediaType = 'application/json' | 'application/merge-patch+json' | 'application/x-www-form-urlencoded' | 'text/plain'
 
+/**
+ * What the OpenAPI document says of a route. Written beside the route, from the same valibot
+ * schemas the handler validates with, so the document cannot drift from the code.
+ */
 export interface OperationDoc {
   readonly operationId: string
   readonly summary: string
@@ -107,7 +107,11 @@ export interface PublishedSurface {
 }
 
 export interface FetchHandler {
-  fetch(request: Request, conn?: ConnectionInfo): Promise<Response>
+  /**
+   * Answers a request: a Response when nothing had to be waited for (an unknown path), else a
+   * promise of one, as Bun.serve, Deno.serve and @hono/node-server accept. Callers `await` it.
+   */
+  fetch(request: Request, conn?: ConnectionInfo): Response | Promise<Response>
   /**
    * Our answer to what the runtime refuses before it becomes a Request (malformed HTTP, a bad
    * request target or Host, CONNECT, a connection over the cap, a headers timeout): the error in
@@ -235,10 +239,32 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     if (surface.headers) setHeaders(reply, surface.headers)
     return reply
   }
-  const route = async (request: IRequest, ctx: RequestContext<C, D>): Promise<Reply> => {
-    const router = routers.get(firstSegment(pathOf(request.url)))
-    return ((router && ((await router.fetch(request, ctx)) as Reply | undefined)) ?? notFound(request, ctx))
+  /** The last steps of every answer: the headers every answer carries, the log line, the Response. */
+  const respond = (reply: Reply, request: Request, ctx: RequestContext<C, D>, started: number): Response => {
+    finish(reply, request, ctx)
+    if (reply.status === CLIENT_CLOSED) {
+      counters.clientAborts++
+      deps.logger.log('info', 'client aborted', { requestId: ctx.requestId, method: request.method, path: pathOf(request.url).slice(0, 200), aborts: counters.clientAborts })
+    }
+    if (accessLog) {
+      const path = pathOf(request.url)
+      // The path only: a query string may hold a token someone sent by mistake.
+      deps.logger.log('info', 'request', {
+        requestId: ctx.requestId,
+        method: request.method,
+        path: path.length > 200 ? path.slice(0, 200) + '…' : path,
+        status: reply.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      })
+    }
+    // The one place a Response is built, from a plain headers record nothing reads back.
+    return new Response(request.method === 'HEAD' ? null : reply.body, { status: reply.status, headers: reply.headers })
   }
+  /** A request the router could not take, or a route's rejection that escaped its wrapper. */
+  const failed = (request: Request, error: unknown, ctx: RequestContext<C, D>): Reply =>
+    // A URL the runtime let through that the router cannot parse (Bun builds one from a Host like
+    // `a b`): the client's request is at fault, not us.
+    errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
 
   const counters: HandlerCounters = { clientAborts: 0 }
   return {
@@ -252,40 +278,27 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       finish(out, request, ctx)
       return out
     },
-    async fetch(request: Request, conn?: ConnectionInfo): Promise<Response> {
+    fetch(request: Request, conn?: ConnectionInfo): Response | Promise<Response> {
       const started = accessLog ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
-      const head = request.method === 'HEAD'
-      // HEAD is GET without the body (RFC 9110 §9.3.2).
-      const routed = head ? new Request(request, { method: 'GET' }) : request
-      let reply: Reply
+      let routed: IRequest
+      let router: SegmentRouter | undefined
       try {
         // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
         if (request.method === 'CONNECT') throw connectNotSupported()
-        reply = await route(routed as IRequest, ctx)
+        // HEAD is GET without the body (RFC 9110 §9.3.2).
+        routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
+        router = routers.get(firstSegment(pathOf(request.url)))
+        // A path whose first segment no route has needs no waiting: its 404 (or preflight) is
+        // returned as a Response, not a promise of one (docs/architecture.md, "Sync answers").
+        if (!router) return respond(notFound(routed, ctx), request, ctx, started)
       } catch (error) {
-        // A URL the runtime let through that the router cannot parse (Bun builds one from a Host
-        // like `a b`): the client's request is at fault, not us.
-        reply = errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
+        return respond(failed(request, error, ctx), request, ctx, started)
       }
-      finish(reply, request, ctx)
-      if (reply.status === CLIENT_CLOSED) {
-        counters.clientAborts++
-        deps.logger.log('info', 'client aborted', { requestId: ctx.requestId, method: request.method, path: pathOf(request.url).slice(0, 200), aborts: counters.clientAborts })
-      }
-      if (accessLog) {
-        const path = pathOf(request.url)
-        // The path only: a query string may hold a token someone sent by mistake.
-        deps.logger.log('info', 'request', {
-          requestId: ctx.requestId,
-          method: request.method,
-          path: path.length > 200 ? path.slice(0, 200) + '…' : path,
-          status: reply.status,
-          ms: Math.round((performance.now() - started) * 10) / 10,
-        })
-      }
-      // The one place a Response is built, from a plain headers record nothing reads back.
-      return new Response(head ? null : reply.body, { status: reply.status, headers: reply.headers })
+      return router.fetch(routed, ctx).then(
+        (reply) => respond((reply as Reply | undefined) ?? notFound(routed, ctx), request, ctx, started),
+        (error: unknown) => respond(failed(request, error, ctx), request, ctx, started),
+      )
     },
   }
 

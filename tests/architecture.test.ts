@@ -225,3 +225,59 @@ t.test("a refusal before routing carries a fresh request id, never the request's
   const routed = await handler.fetch(new Request('http://127.0.0.1/nothing', { headers: { 'x-request-id': 'client-chosen' } }))
   t.equal(routed.headers.get('x-request-id'), 'client-chosen', 'a routed request keeps its own')
 })
+
+t.test('an answer that needs no waiting is a Response, not a promise of one, and reads as the routed one does', async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { HttpError } = await import('../http/errors.ts')
+  const { json } = await import('../http/reply.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const lines: { message: string; fields: Record<string, unknown> }[] = []
+  const deps = { clock: Date.now, logger: { log: (_level: string, message: string, fields: Record<string, unknown> = {}) => void lines.push({ message, fields }) } }
+  const surface = {
+    name: 'x',
+    headers: { 'Cache-Control': 'no-store' },
+    routes: [{ method: 'GET' as const, path: '/things/:id', handler: async () => json(200, { ok: true }), doc: { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} } }],
+    errorBody: (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message }),
+  }
+  const handler = createFetch([surface as never], { config: testConfig({ LOG_LEVEL: 'info' }), deps, fallback: surface as never })
+  const isPromise = (value: unknown) => typeof (value as { then?: unknown }).then === 'function'
+  const send = (path: string, init: RequestInit = {}) => handler.fetch(new Request(`http://127.0.0.1${path}`, { ...init, headers: { 'x-request-id': 'same-id', ...init.headers } }))
+  const shape = async (res: Response) => ({ status: res.status, headers: [...res.headers].sort(), body: await res.text() })
+
+  const unknown = send('/other/1')
+  t.notOk(isPromise(unknown), 'an unknown first segment: a Response')
+  t.ok(unknown instanceof Response)
+  const head = send('/other/1', { method: 'HEAD' })
+  t.notOk(isPromise(head), 'HEAD of it: a Response')
+  t.same([(head as Response).status, await (head as Response).text()], [404, ''], 'without a body')
+  const preflight = send('/other/1', { method: 'OPTIONS', headers: { origin: 'https://x.example', 'access-control-request-method': 'POST' } })
+  t.notOk(isPromise(preflight), 'a preflight for it: a Response')
+  t.equal((preflight as Response).status, 204)
+  const routed = send('/things/1')
+  t.ok(isPromise(routed), 'a routed request: a promise')
+  t.equal((await routed).status, 200)
+
+  // The 404 of a segment no route has (answered at once) and of a path its segment's router does
+  // not match (answered after the router): the same answer.
+  const atOnce = await shape(unknown as Response)
+  const afterRouter = await shape(await send('/things/1/more'))
+  t.same(atOnce, {
+    status: 404,
+    headers: [
+      ['access-control-allow-origin', '*'],
+      ['access-control-expose-headers', 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'],
+      ['cache-control', 'no-store'],
+      ['content-security-policy', "default-src 'none'; frame-ancestors 'none'"],
+      ['content-type', 'application/json; charset=utf-8'],
+      ['x-content-type-options', 'nosniff'],
+      ['x-request-id', 'same-id'],
+    ],
+    body: '{"status":404,"error":"No resource at /other/1"}',
+  })
+  t.same(afterRouter, { ...atOnce, body: '{"status":404,"error":"No resource at /things/1/more"}' })
+  t.same(
+    lines.filter((line) => line.message === 'request').map((line) => [line.fields.method, line.fields.path, line.fields.status]),
+    [['GET', '/other/1', 404], ['HEAD', '/other/1', 404], ['OPTIONS', '/other/1', 204], ['GET', '/things/1', 200], ['GET', '/things/1/more', 404]],
+    'every answer, at once or not, is in the access log',
+  )
+})

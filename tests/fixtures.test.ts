@@ -11,7 +11,7 @@ const seedVars = await seedWorld(app.db, app.clock.now)
 t.ok(fixtures.length > 0, 'there are fixtures to replay')
 for (const fixture of fixtures) {
   t.test(`${fixture.file}: ${fixture.name}`, async (t) => {
-    const failures = await runFixture(fixture, (request) => app.app.fetch(request, { remoteAddress: '127.0.0.1' }), 'http://localhost', seedVars)
+    const failures = await runFixture(fixture, async (request) => app.app.fetch(request, { remoteAddress: '127.0.0.1' }), 'http://localhost', seedVars)
     t.same(failures, [], 'every step matches')
   })
 }

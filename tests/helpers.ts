@@ -189,7 +189,7 @@ export async function createTestApp(
     clock,
     logs: logger.lines,
     config,
-    request(path, init = {}) {
+    async request(path, init = {}) {
       const { json, conn, ...rest } = init
       const headers = new Headers(rest.headers)
       let body = rest.body

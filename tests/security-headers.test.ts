@@ -43,7 +43,7 @@ t.test('lead capture answers', (t) =>
     { label: 'GET /newsletter', status: 405, send: () => app.request('/newsletter') },
     { label: 'a preflight', status: 204, send: () => app.request('/newsletter', preflight) },
     { label: 'an unknown path', status: 404, send: () => app.request('/nope') },
-    { label: 'the leads surface alone, unknown path', status: 404, send: () => app.app.leads.fetch(new Request('http://localhost/nope')) },
+    { label: 'the leads surface alone, unknown path', status: 404, send: async () => app.app.leads.fetch(new Request('http://localhost/nope')) },
   ]))
 
 t.test('product API answers', (t) =>
@@ -54,7 +54,7 @@ t.test('product API answers', (t) =>
     { label: 'DELETE /policies', status: 405, send: () => app.call('DELETE', '/policies', { token: key }) },
     { label: 'a preflight', status: 204, send: () => app.request('/policies', preflight) },
     { label: 'GET /health', status: 200, send: () => app.request('/health') },
-    { label: 'the product surface alone, unknown path', status: 404, send: () => app.app.product.fetch(new Request('http://localhost/nope')) },
+    { label: 'the product surface alone, unknown path', status: 404, send: async () => app.app.product.fetch(new Request('http://localhost/nope')) },
   ]))
 
 t.test('discovery documents (JSON, linkset, llms.txt, SVG) answers', (t) =>
@@ -67,7 +67,7 @@ t.test('discovery documents (JSON, linkset, llms.txt, SVG) answers', (t) =>
     { label: 'logo.svg', status: 200, send: () => app.request('/logo.svg') },
     { label: 'POST openapi.json', status: 405, send: () => app.request('/openapi.json', { method: 'POST' }) },
     { label: 'a preflight', status: 204, send: () => app.request('/openapi.json', preflight) },
-    { label: 'the discovery surface alone, unknown path', status: 404, send: () => app.app.discovery.fetch(new Request('http://localhost/nope')) },
+    { label: 'the discovery surface alone, unknown path', status: 404, send: async () => app.app.discovery.fetch(new Request('http://localhost/nope')) },
   ]))
 
 t.test('a 500 carries it', async (t) => {
@@ -86,7 +86,7 @@ t.test('503s on every surface carry it', async (t) => {
   t.teardown(() => db.destroy())
   const down = createHandler(testConfig(), { db, clock: new FakeClock().read, logger, listenUrl: null })
   t.teardown(() => down.close())
-  const send = (path: string, init: RequestInit = {}) => () => down.fetch(new Request(`http://localhost${path}`, init), { remoteAddress: '127.0.0.1' })
+  const send = (path: string, init: RequestInit = {}) => async () => down.fetch(new Request(`http://localhost${path}`, init), { remoteAddress: '127.0.0.1' })
   await checkAll(t, [
     { label: 'lead capture', status: 503, send: send('/newsletter', { method: 'POST', body: '{"email":"down@example.com"}', headers: { 'content-type': 'application/json' } }) },
     { label: 'product health', status: 503, send: send('/health') },

@@ -3,7 +3,8 @@
 // the routes the pipeline rows measure, with the same headers:
 //   GET /health   the shared database check of routes/health.ts (concurrent probes wait for one
 //                 `select 1` that started after they arrived), then 200 {"status":"ok",…} or 503;
-//   anything else 404 {"error":"No resource at <path>"}.
+//   anything else 404 {"error":"No resource at <path>"}, returned as a Response rather than a
+//                 promise (nothing to wait for), which the adapter writes at once.
 // DATABASE_URL: postgres://… (a pg pool from storage/connect.ts), memory:// (in-memory PGlite),
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
@@ -75,17 +76,20 @@ function headers(extra?: Record<string, string>): Record<string, string> {
   }
 }
 
-async function fetch(request: Request): Promise<Response> {
+/** /health waits for the check; a 404 needs no waiting and is returned as it is, as Steward's is. */
+function fetch(request: Request): Response | Promise<Response> {
   const path = pathOf(request.url)
-  if (path === '/health' && request.method === 'GET') {
-    if (await checkDatabase()) {
-      const body = JSON.stringify({ status: 'ok', database: 'ok', time: new Date().toISOString() })
-      return new Response(body, { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
-    }
-    const body = JSON.stringify({ status: 'Service Unavailable', error: 'Database unavailable' })
-    return new Response(body, { status: 503, headers: headers({ 'retry-after': '5', 'cache-control': 'no-store' }) })
-  }
+  if (path === '/health' && request.method === 'GET') return health()
   return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
+}
+
+async function health(): Promise<Response> {
+  if (await checkDatabase()) {
+    const body = JSON.stringify({ status: 'ok', database: 'ok', time: new Date().toISOString() })
+    return new Response(body, { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
+  }
+  const body = JSON.stringify({ status: 'Service Unavailable', error: 'Database unavailable' })
+  return new Response(body, { status: 503, headers: headers({ 'retry-after': '5', 'cache-control': 'no-store' }) })
 }
 
 const server = serve(
