@@ -8,31 +8,39 @@ const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, Ra
 const ALLOWED_HEADERS = 'Content-Type, Service-Api-Version, Authorization, X-Request-Id'
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 
-/** Headers every response to a cross-origin request carries, errors included. */
-export function corsHeaders(config: Pick<PipelineConfig, 'corsOrigins'>, request: Request): Record<string, string> {
-  const origin = request.headers.get('origin')
+/**
+ * Headers every response to a cross-origin request carries, errors included, written straight
+ * into the reply's record by their lower-case names (this runs on every answer).
+ */
+export function setCorsHeaders(reply: Reply, config: Pick<PipelineConfig, 'corsOrigins'>, request: Request): void {
+  const headers = reply.headers
   if (config.corsOrigins === '*') {
-    return { 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': EXPOSED }
+    headers['access-control-allow-origin'] = '*'
+    headers['access-control-expose-headers'] = EXPOSED
+    return
+  }
+  const origin = request.headers.get('origin')
+  if (origin !== null && config.corsOrigins.includes(origin)) {
+    headers['access-control-allow-origin'] = origin
+    headers['access-control-expose-headers'] = EXPOSED
   }
   // The answer depends on Origin: caches must key on it.
-  if (origin !== null && config.corsOrigins.includes(origin)) {
-    return { 'Access-Control-Allow-Origin': origin, 'Access-Control-Expose-Headers': EXPOSED, Vary: 'Origin' }
-  }
-  return { Vary: 'Origin' }
+  headers.vary = 'Origin'
 }
 
 /** Answer to an OPTIONS request: a CORS preflight (204) or a plain capability query. */
 export function preflight(config: Pick<PipelineConfig, 'corsOrigins'>, request: Request, allow: readonly string[]): Reply {
   const methods = [...new Set([...allow, 'OPTIONS'])].join(', ')
-  const headers: Record<string, string> = { Allow: methods, ...corsHeaders(config, request) }
-  if (request.headers.get('access-control-request-method') !== null && headers['Access-Control-Allow-Origin']) {
-    headers['Access-Control-Allow-Methods'] = methods
+  const out = reply(204, null, { Allow: methods })
+  setCorsHeaders(out, config, request)
+  if (request.headers.get('access-control-request-method') !== null && out.headers['access-control-allow-origin']) {
+    out.headers['access-control-allow-methods'] = methods
     const requested = (request.headers.get('access-control-request-headers') ?? '')
       .split(',')
       .map((name) => name.trim())
       .filter((name) => HEADER_TOKEN.test(name))
-    headers['Access-Control-Allow-Headers'] = requested.length > 0 ? requested.join(', ') : ALLOWED_HEADERS
-    headers['Access-Control-Max-Age'] = '7200'
+    out.headers['access-control-allow-headers'] = requested.length > 0 ? requested.join(', ') : ALLOWED_HEADERS
+    out.headers['access-control-max-age'] = '7200'
   }
-  return reply(204, null, headers)
+  return out
 }

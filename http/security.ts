@@ -1,12 +1,8 @@
 // Headers every answer carries, whatever produced it (a route, the router's 404/405, or the
 // runtime adapter refusing a malformed request): added last, so they win over a handler's.
-import { corsHeaders } from './cors.ts'
+import { setCorsHeaders } from './cors.ts'
 import type { PipelineConfig, RequestContext } from './context.ts'
-import { setHeaders, type Reply } from './reply.ts'
-
-const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'X-Content-Type-Options': 'nosniff',
-})
+import type { Reply } from './reply.ts'
 
 // No answer of ours may be framed (clickjacking). Nothing we serve is HTML, so nothing in an
 // answer may load or run either: JSON, llms.txt and the SVG logo get `default-src 'none'` too.
@@ -19,7 +15,9 @@ const CSP_NONE = "default-src 'none'; frame-ancestors 'none'"
  * or the runtime adapter refusing a malformed request): they win over a handler's.
  */
 export function setSecurityHeaders(reply: Reply): void {
-  setHeaders(reply, SECURITY_HEADERS)
+  // Written by their lower-case names straight into the reply's record (reply.ts): this runs on
+  // every answer, and setHeaders lower-cases every name it is given.
+  reply.headers['x-content-type-options'] = 'nosniff'
   const type = reply.headers['content-type'] ?? ''
   const html = /^\s*text\/html\b/i.test(type)
   // A page that brings its own policy (the console's, which forbids framing too) keeps it.
@@ -32,6 +30,6 @@ export function finish(reply: Reply, request: Request, ctx: RequestContext<Pipel
   setSecurityHeaders(reply)
   reply.headers['x-request-id'] = ctx.requestId
   // Discovery documents (any origin) and preflights carry their own CORS answer: keep it.
-  if (!('access-control-allow-origin' in reply.headers)) setHeaders(reply, corsHeaders(ctx.config, request))
+  if (!('access-control-allow-origin' in reply.headers)) setCorsHeaders(reply, ctx.config, request)
   if (ctx.config.tlsCertFile) reply.headers['strict-transport-security'] = 'max-age=31536000'
 }
