@@ -44,16 +44,18 @@ export function versionAlias(value: string | null): string | null {
 /**
  * Headers for the version a request names, computed once per configured version. The header
  * stays informational: a deprecated or even sunset version is still served, only announced.
+ * With no version configured, the request's header is not even read (this runs on every routed
+ * request).
  */
-export function createVersionLifecycle(lifecycle: Lifecycle): (header: string | null) => Record<string, string> | null {
+export function createVersionLifecycle(lifecycle: Lifecycle): (request: Request) => Record<string, string> | null {
   const byAlias = new Map<string, Record<string, string>>()
   for (const [key, entry] of Object.entries(lifecycle.versions)) {
     const alias = versionAlias(key) ?? key
     byAlias.set(alias, Object.freeze(lifecycleHeaders(entry)))
   }
   if (byAlias.size === 0) return () => null
-  return (header) => {
-    const alias = versionAlias(header)
+  return (request) => {
+    const alias = versionAlias(request.headers.get('service-api-version'))
     return (alias && byAlias.get(alias)) || null
   }
 }

@@ -319,7 +319,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
         reply = errorReply(surface, error, ctx)
       }
       // The route's own lifecycle wins over the one of the version the client asked for.
-      const version = versionLifecycle(request.headers.get('service-api-version'))
+      const version = versionLifecycle(request)
       if (version) setHeaders(reply, version)
       if (lifecycle) setHeaders(reply, lifecycle)
       if (surface.headers) setHeaders(reply, surface.headers)
