@@ -290,7 +290,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
         routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
         router = routers.get(firstSegment(pathOf(request.url)))
         // A path whose first segment no route has needs no waiting: its 404 (or preflight) is
-        // returned as a Response, not a promise of one (docs/architecture.md, "Sync answers").
+        // returned as a Response, not a promise of one (docs/architecture.md, "Performance idioms").
         if (!router) return respond(notFound(routed, ctx), request, ctx, started)
       } catch (error) {
         return respond(failed(request, error, ctx), request, ctx, started)
