@@ -8,7 +8,7 @@
 import Fastify, { type FastifyError, type FastifyReply } from 'fastify'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
-import { isValidEmail } from '../domain/email.ts'
+import { isValidEmail, MAX_EMAIL_LENGTH } from '../domain/email.ts'
 import { FIELD_LIMITS } from '../routes/leads.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
 
@@ -76,7 +76,7 @@ app.post(
         properties: {
           first_name: text(FIELD_LIMITS.first_name),
           last_name: text(FIELD_LIMITS.last_name),
-          email: text(254),
+          email: text(MAX_EMAIL_LENGTH),
           company: text(FIELD_LIMITS.company),
           linkedin: text(FIELD_LIMITS.linkedin),
           phone: text(FIELD_LIMITS.phone),

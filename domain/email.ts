@@ -1,5 +1,8 @@
 // The one rule for an email address, for leads, members and operator commands alike.
 
+/** The longest address accepted anywhere (RFC 5321's 256-octet path, less its angle brackets). */
+export const MAX_EMAIL_LENGTH = 254
+
 const CONTROL_OR_SPACE = /[\s\u0000-\u001f\u007f-\u009f]/u
 const LOCAL_PART = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.\-\u0080-\uffff]+$/u
 const DOMAIN_LABEL = /^(?!-)[\p{L}\p{N}-]{1,63}(?<!-)$/u
@@ -10,7 +13,7 @@ const DOMAIN_LABEL = /^(?!-)[\p{L}\p{N}-]{1,63}(?<!-)$/u
  * or control characters. Accepts o'brien@example.com and a+tag@example.com.
  */
 export function isValidEmail(email: string): boolean {
-  if (email.length > 254 || CONTROL_OR_SPACE.test(email)) return false
+  if (email.length > MAX_EMAIL_LENGTH || CONTROL_OR_SPACE.test(email)) return false
   const at = email.indexOf('@')
   if (at <= 0 || at !== email.lastIndexOf('@')) return false
   const local = email.slice(0, at)

@@ -3,7 +3,7 @@
 // the session it starts; errors carry RFC 6749 §5.2 codes.
 import * as v from 'valibot'
 import type { Role } from '../domain/roles.ts'
-import { normalizeEmail } from '../domain/email.ts'
+import { MAX_EMAIL_LENGTH, normalizeEmail } from '../domain/email.ts'
 import { parseWith } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import { findActiveKeyByHash } from '../storage/keys.ts'
@@ -39,7 +39,7 @@ export const PasswordLoginSchema = v.object(
     email: v.pipe(
       v.string(CREDENTIALS_REQUIRED),
       v.check((email) => email.trim() !== '', CREDENTIALS_REQUIRED),
-      v.maxLength(254, TOO_LONG),
+      v.maxLength(MAX_EMAIL_LENGTH, TOO_LONG),
       v.description('User email.'),
     ),
     password: v.pipe(v.string(CREDENTIALS_REQUIRED), v.nonEmpty(CREDENTIALS_REQUIRED), v.maxLength(1024, TOO_LONG)),

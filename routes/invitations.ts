@@ -21,7 +21,7 @@ import type { RequestContext, Route } from './deps.ts'
 import { MemberSchema } from './members.ts'
 import { createRateLimiter, rateLimitHeaders } from './ratelimit.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
-import { isValidEmail } from '../domain/email.ts'
+import { isValidEmail, MAX_EMAIL_LENGTH } from '../domain/email.ts'
 
 const INVITATION_NOT_FOUND = 'Invitation not found'
 /** One answer for every refused accept: the token holder learns nothing about the account. */
@@ -58,7 +58,7 @@ const InvitationListSchema = v.pipe(v.object({ invitations: v.array(InvitationSc
 const InvitationCreateSchema = v.pipe(
   v.strictObject(
     {
-      email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(254, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
+      email: v.pipe(v.string('Field email must be a string'), v.trim(), v.maxLength(MAX_EMAIL_LENGTH, 'Field email is too long'), v.check(isValidEmail, 'Field email must be an email address')),
       role: RoleSchema,
     },
     unknownField(['invitation_id', 'invited_by', 'created_at', 'expires_at', 'token', 'organization_id']),

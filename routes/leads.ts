@@ -3,7 +3,7 @@
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { Config } from '../config.ts'
-import { isValidEmail } from '../domain/email.ts'
+import { isValidEmail, MAX_EMAIL_LENGTH } from '../domain/email.ts'
 import { bodyDoc, readInputOrRefusal } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
@@ -50,7 +50,7 @@ const email = (emptyMessage: string) =>
     v.string(INVALID_EMAIL),
     v.trim(),
     v.nonEmpty(emptyMessage),
-    v.maxLength(254, INVALID_EMAIL),
+    v.maxLength(MAX_EMAIL_LENGTH, INVALID_EMAIL),
     v.check(isValidEmail, INVALID_EMAIL),
     v.description('Work email address (format email).'),
     v.metadata({ format: 'email' }),

@@ -9,6 +9,7 @@
 // (GET /health, a valid lead, a well-formed key) answers a fixed small JSON without a database.
 //   PORT=0 node --import tsx bench/targets/raw-http.ts
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { MAX_EMAIL_LENGTH } from '../../domain/email.ts'
 import { FIELD_LIMITS } from '../../routes/leads.ts'
 import { secretKind } from '../../storage/secrets.ts'
 
@@ -18,7 +19,7 @@ const CSP = "default-src 'none'; frame-ancestors 'none'"
 const UNAUTHORIZED = JSON.stringify({ status: 'Unauthorized', error: 'Invalid or expired token' })
 const MISSING = JSON.stringify({ error: 'Missing required fields' })
 const REQUIRED = ['first_name', 'last_name', 'email', 'company', 'linkedin'] as const
-const LIMITS: Record<string, number> = { ...FIELD_LIMITS, email: 254 }
+const LIMITS: Record<string, number> = { ...FIELD_LIMITS, email: MAX_EMAIL_LENGTH }
 
 function send(res: ServerResponse, status: number, body: string, noStore = false): void {
   res.writeHead(status, {
