@@ -66,6 +66,17 @@ t.test('errors', async (t) => {
     }
   })
 
+  t.test('a member email is at most 254 characters, as a lead email is', async (t) => {
+    const address = (local: number) => `${'x'.repeat(local)}@${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(61)}.com`
+    t.equal(address(60).length, 254)
+    const tooLong = await app.call('POST', '/invitations', { token: vars.ADMIN_KEY_A, json: { email: address(61), role: 'viewer' } })
+    t.equal(tooLong.status, 400)
+    t.same(await jsonOf(tooLong), { status: 'Bad Request', error: 'Field email is too long' })
+    const longest = await app.call('POST', '/invitations', { token: vars.ADMIN_KEY_A, json: { email: address(60), role: 'viewer' } })
+    t.equal(longest.status, 201, 'exactly 254 characters is invited')
+    t.equal((await jsonOf(longest)).email, address(60))
+  })
+
   t.test('nobody is attached directly; an existing member is 409; another organization\'s member is 404', async (t) => {
     const direct = await app.call('POST', '/members', { token: vars.ADMIN_KEY_A, json: { email: 'fresh@example.com', role: 'viewer', password: 'a long enough password' } })
     t.equal(direct.status, 405)

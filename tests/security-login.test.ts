@@ -227,6 +227,22 @@ t.test('IPv6 clients are counted per network', async (t) => {
   })
 })
 
+t.test('an email over 254 characters or a password over 1,024 is refused as malformed, before any check', async (t) => {
+  const TOO_LONG = { status: 'Bad Request', error: 'invalid_request', error_description: 'email or password is too long' }
+  const conn = from('198.51.100.77')
+  const email = (length: number) => `${'x'.repeat(length - 12)}@example.com`
+  for (const [json, expected, label] of [
+    [{ email: email(255), password: 'p' }, TOO_LONG, 'a 255-character email'],
+    [{ email: email(254), password: 'p' }, BAD_LOGIN, 'a 254-character email is looked up'],
+    [{ email: 'a@example.com', password: 'p'.repeat(1025) }, TOO_LONG, 'a 1,025-character password'],
+    [{ email: 'a@example.com', password: 'p'.repeat(1024) }, BAD_LOGIN, 'a 1,024-character password is checked'],
+  ] as const) {
+    const answer = await login(app, json, conn)
+    t.equal(answer.status, 400, label)
+    t.same(await jsonOf(answer), expected, label)
+  }
+})
+
 t.test('the organization is chosen after the password, and nothing is told before', async (t) => {
   const { vars } = app
   // A member of two organizations: B first (the fixture), then A. Set up directly in storage.
