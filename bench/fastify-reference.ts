@@ -9,6 +9,7 @@ import Fastify, { type FastifyError, type FastifyReply } from 'fastify'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
 import { isValidEmail, MAX_EMAIL_LENGTH } from '../domain/email.ts'
+import { BEARER } from '../routes/credentials.ts'
 import { FIELD_LIMITS } from '../routes/leads.ts'
 import { hashSecret, secretKind } from '../storage/secrets.ts'
 
@@ -103,7 +104,7 @@ app.post(
 // No WWW-Authenticate on a 401: Steward sends none (clients read its protected-resource metadata).
 app.get('/policies', async (request, reply) => {
   const header = request.headers.authorization ?? ''
-  const token = /^bearer +([^\s]+) *$/i.exec(header)?.[1]
+  const token = BEARER.exec(header)?.[1]
   if (!token || secretKind(token) !== 'key') return reply.code(401).send({ status: 'Unauthorized', error: 'Invalid or expired token' })
   const keys = await pool.query(
     'select id, organization_id, role from api_keys where secret_hash = $1 and revoked_at is null and (expires_at is null or expires_at > $2)',

@@ -85,7 +85,8 @@ interface Entry {
 }
 
 // RFC 6750 §2.1: the scheme name is case-insensitive; exactly one space-separated token.
-const BEARER = /^bearer +([^\s]+) *$/i
+/** An Authorization header of the Bearer scheme; its token is the first group. */
+export const BEARER = /^bearer +([^\s]+) *$/i
 
 /** The bearer secret of a request, with its kind; the 401 for anything else, before any database work. */
 function bearerSecret(request: Request): { token: string; kind: 'key' | 'at'; hash: string } | HttpError {

@@ -10,6 +10,7 @@
 //   PORT=0 node --import tsx bench/targets/raw-http.ts
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { MAX_EMAIL_LENGTH } from '../../domain/email.ts'
+import { BEARER } from '../../routes/credentials.ts'
 import { FIELD_LIMITS } from '../../routes/leads.ts'
 import { secretKind } from '../../storage/secrets.ts'
 
@@ -70,7 +71,7 @@ const server = createServer((req, res) => {
   const path = query < 0 ? url : url.slice(0, query)
   if (path === '/health') return ok(res)
   if (path === '/policies' && req.method === 'GET') {
-    const token = /^bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? '')?.[1]
+    const token = BEARER.exec(req.headers.authorization ?? '')?.[1]
     return !token || secretKind(token) !== 'key' ? send(res, 401, UNAUTHORIZED, true) : ok(res)
   }
   if (path === '/demo-request' && req.method === 'POST') return lead(req, res)
