@@ -1,9 +1,9 @@
 // The request pipeline: each surface is a list of routes plus its error format; `createFetch`
-// turns any set of surfaces into one fetch handler dispatching through itty-router. Step by step
+// turns any set of surfaces into one fetch handler over itty-router's route tables. Step by step
 // (docs/architecture.md): build the context, route, run the route's lifecycle check and handler,
 // turn a thrown error into the surface's error body, add lifecycle and surface headers, then the
 // headers every answer carries (security.ts), log, and build the one Response.
-import { Router, type IRequest } from 'itty-router'
+import { Router, type IRequest, type RouteEntry } from 'itty-router'
 import type { GenericSchema } from 'valibot'
 import { errorCode } from '../log.ts'
 import { buildContext, type ConnectionInfo, type PipelineConfig, type PipelineDeps, type RequestContext } from './context.ts'
@@ -295,29 +295,36 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       } catch (error) {
         return respond(failed(request, error, ctx), request, ctx, started)
       }
-      return router.fetch(routed, ctx).then(
-        (reply) => respond((reply as Reply | undefined) ?? notFound(routed, ctx), request, ctx, started),
+      let answer: Reply | Promise<Reply> | undefined
+      try {
+        // itty-router's own fetch threw on a URL it cannot parse (Bun builds one from a Host like
+        // `a b`); its table is walked here, so the check is made here, the same way.
+        if (!URL.canParse(request.url)) throw new HttpError(400, BAD_TARGET)
+        answer = dispatch(router.routes, routed, ctx)
+      } catch (error) {
+        return respond(failed(request, error, ctx), request, ctx, started)
+      }
+      if (answer === undefined) return respond(notFound(routed, ctx), request, ctx, started)
+      // A route that answered without waiting (a refusal before any I/O) is returned as it is.
+      if (!isPromise(answer)) return respond(answer, request, ctx, started)
+      return answer.then(
+        (reply) => respond(reply, request, ctx, started),
         (error: unknown) => respond(failed(request, error, ctx), request, ctx, started),
       )
     },
   }
 
-  /** A route wrapped in its per-route steps: the sunset check, the error reply and the headers. */
+  /**
+   * A route wrapped in its per-route steps: the sunset check, the error reply and the headers. Not
+   * an async function: a handler that answers without waiting (a refusal before any I/O) gets its
+   * reply back the same way, so the whole answer needs no promise.
+   */
   function wrap(surface: Surface<C, D>, route: Route<C, D>) {
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = lifecycleByPath.get(route.path)
-    return async (request: IRequest, ctx: RequestContext<C, D>): Promise<Reply> => {
-      let reply: Reply
-      try {
-        if (entry && isSunset(entry, ctx.now)) {
-          const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
-          throw new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`)
-        }
-        const answer = await route.handler(request, ctx)
-        reply = answer instanceof HttpError ? errorReply(surface, answer, ctx) : answer
-      } catch (error) {
-        reply = errorReply(surface, error, ctx)
-      }
+    /** The route's headers on its reply, and a refusal turned into the surface's error body. */
+    const settle = (answer: Reply | HttpError, request: IRequest, ctx: RequestContext<C, D>): Reply => {
+      const reply = answer instanceof HttpError ? errorReply(surface, answer, ctx) : answer
       // The route's own lifecycle wins over the one of the version the client asked for.
       const version = versionLifecycle(request)
       if (version) setHeaders(reply, version)
@@ -325,7 +332,54 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       if (surface.headers) setHeaders(reply, surface.headers)
       return reply
     }
+    return (request: IRequest, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {
+      let answer: Reply | HttpError | Promise<Reply | HttpError>
+      try {
+        if (entry && isSunset(entry, ctx.now)) {
+          const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
+          throw new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`)
+        }
+        answer = route.handler(request, ctx)
+      } catch (error) {
+        return settle(errorReply(surface, error, ctx), request, ctx)
+      }
+      if (!isPromise(answer)) return settle(answer, request, ctx)
+      return answer.then(
+        (resolved) => settle(resolved, request, ctx),
+        (error: unknown) => settle(errorReply(surface, error, ctx), request, ctx),
+      )
+    }
   }
+}
+
+/**
+ * Finds the first route of the table whose method and pattern match, as itty-router's own `fetch`
+ * does (same table, same order, same `params` and `route` on the request), and calls it. Unlike
+ * that `fetch`, it is not an async function, and it does not parse the query string (no route
+ * reads `request.query`; list routes parse their query with their schema): an answer that needs
+ * no waiting stays a Reply, which the runtime adapter writes at once (docs/architecture.md).
+ */
+function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
+  routes: readonly RouteEntry<IRequest, [RequestContext<C, D>]>[],
+  request: IRequest,
+  ctx: RequestContext<C, D>,
+): Reply | Promise<Reply> | undefined {
+  const method = request.method
+  const path = pathOf(request.url)
+  for (const [routeMethod, pattern, handlers, route] of routes) {
+    if (routeMethod !== method && routeMethod !== 'ALL') continue
+    const match = pattern.exec(path)
+    if (match === null) continue
+    request.params = match.groups ?? {}
+    request.route = route!
+    // Every route registers exactly one handler (createFetch), which always answers.
+    return handlers[0]!(request, ctx) as Reply | Promise<Reply>
+  }
+  return undefined
+}
+
+function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function'
 }
 
 function firstSegment(path: string): string {

@@ -46,18 +46,26 @@ export function refuseCredentialsInUrl(request: Request): void {
   const query = request.url.indexOf('?')
   if (query < 0) return
   const search = request.url.slice(query + 1)
-  // The router parsed the query already (itty-router's request.query); parse it here otherwise.
-  const parsed = (request as { query?: Record<string, unknown> }).query ?? Object.fromEntries(new URLSearchParams(search))
   let decoded = search
+  let readable = true
   // Only an escaped query can hide a secret from the pattern below.
   if (search.includes('%') || search.includes('+')) {
     try {
       decoded = decodeURIComponent(search.replaceAll('+', ' '))
-    } catch {}
+    } catch {
+      readable = false
+    }
   }
-  if (CREDENTIAL_PARAMETERS.some((name) => parsed[name] !== undefined) || SECRET_PATTERN.test(decoded)) {
+  // The query is parsed only when a credential parameter could be in it: a name decodes to a part
+  // of the decoded query, so a query holding none of the names has none of the parameters.
+  const named = !readable || CREDENTIAL_PARAMETERS.some((name) => decoded.includes(name))
+  if (SECRET_PATTERN.test(decoded) || (named && hasCredentialParameter(new URLSearchParams(search)))) {
     throw new HttpError(400, 'Credentials must be sent in the Authorization header, never in the URL')
   }
+}
+
+function hasCredentialParameter(parameters: URLSearchParams): boolean {
+  return CREDENTIAL_PARAMETERS.some((name) => parameters.has(name))
 }
 
 const CREDENTIAL_PARAMETERS = ['access_token', 'refresh_token', 'api_key', 'client_secret']
@@ -74,7 +82,7 @@ export interface Guard {
    * `agentKeys`: whether a key bound to an agent may use the route at all (only decisions, its
    * own decisions and its own capabilities); every other route answers 403 for such a key.
    */
-  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Promise<Reply | HttpError>
+  protect(scope: Scope, handler: ProtectedHandler, options?: { agentKeys?: boolean }): (request: IRequest, ctx: RequestContext) => Reply | HttpError | Promise<Reply | HttpError>
 }
 
 export const AGENT_KEY_REFUSED = 'This key is bound to an agent: it may only ask decisions for its agent and read its own decisions and capabilities'
@@ -89,10 +97,8 @@ type NamedLimiter = RateLimiter & { readonly name: string }
 export function createGuard(credentials: Credentials, limiter: NamedLimiter, orgLimiter: NamedLimiter | null = null): Guard {
   return {
     protect(scope, handler, options = {}) {
-      return async (request, ctx) => {
-        refuseCredentialsInUrl(request)
-        requireSecureTransport(ctx)
-        const principal = await credentials.authenticate(request, ctx)
+      /** The checks that need the principal, then the handler. */
+      const admit = (principal: Principal | HttpError, request: IRequest, ctx: RequestContext): HttpError | Promise<Reply> => {
         // Refusals are returned, not thrown (docs/architecture.md): the pipeline answers them.
         if (principal instanceof HttpError) return principal
         const decision = limiter.take(principal.subject, ctx.now)
@@ -110,14 +116,23 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
         if (!ROLE_SCOPES[principal.role].includes(scope)) {
           return new HttpError(403, `This credential's role (${principal.role}) lacks the ${scope} permission`, { headers })
         }
-        const answer = await handler(request, ctx, principal)
-        setHeaders(answer, headers)
-        return answer
+        return handler(request, ctx, principal).then((answer) => {
+          setHeaders(answer, headers)
+          return answer
+        })
+      }
+      // Not an async function: a refusal made before any I/O (no credential, a malformed one, a
+      // rate limit on a cached principal) is answered without a promise (docs/architecture.md).
+      // What it throws, the route wrapper (http/pipeline.ts) answers as it answers a rejection.
+      return (request, ctx) => {
+        refuseCredentialsInUrl(request)
+        requireSecureTransport(ctx)
+        const principal = credentials.authenticate(request, ctx)
+        return principal instanceof Promise ? principal.then<Reply | HttpError>((found) => admit(found, request, ctx)) : admit(principal, request, ctx)
       }
     },
   }
 }
-
 
 const RETRY = { 'Retry-After': 'Seconds to wait before retrying.' }
 const RATE = { RateLimit: 'Remaining requests and seconds to reset (draft-ietf-httpapi-ratelimit-headers).', 'RateLimit-Policy': 'Quota and window.' }

@@ -41,9 +41,11 @@ export interface Principal {
 export interface Credentials {
   /**
    * The principal of the request's bearer credential, or the 401 to answer (returned, not thrown:
-   * see docs/architecture.md, "Refusals returned, not thrown"). A database failure rejects.
+   * see docs/architecture.md, "Refusals returned, not thrown"). Answered at once when no query is
+   * needed (a refusal of a malformed secret, a cached principal), else a promise; a database
+   * failure rejects it.
    */
-  authenticate(request: Request, ctx: Pick<RequestContext, 'now'>): Promise<Principal | HttpError>
+  authenticate(request: Request, ctx: Pick<RequestContext, 'now'>): Principal | HttpError | Promise<Principal | HttpError>
   /** Forgets cached lookups of the key and of every token minted from it, here and in peers. */
   keyChanged(keyId: string): Promise<void>
   /** Forgets cached lookups of a session family, here and in peers. */
@@ -227,8 +229,18 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
     }
   }
 
+  /** The database lookup of a well-formed secret the cache does not hold. */
+  async function lookup(kind: 'key' | 'at', hash: string, now: number): Promise<Principal | HttpError> {
+    const startedAt = cache.epoch()
+    const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
+    if (!principal) return new HttpError(401, INVALID_TOKEN)
+    keyUses.note(principal, now)
+    if (startedAt === cache.epoch() && cacheEnabled()) cache.set(hash, principal, now)
+    return principal
+  }
+
   return {
-    async authenticate(request, ctx) {
+    authenticate(request, ctx) {
       const secret = bearerSecret(request)
       if (secret instanceof HttpError) return secret
       const { token, kind, hash } = secret
@@ -242,12 +254,7 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
       }
       // A mistyped or made-up secret: refused without a query.
       if (secretKind(token) !== kind) return new HttpError(401, INVALID_TOKEN)
-      const startedAt = cache.epoch()
-      const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
-      if (!principal) return new HttpError(401, INVALID_TOKEN)
-      keyUses.note(principal, now)
-      if (startedAt === cache.epoch() && cacheEnabled()) cache.set(hash, principal, now)
-      return principal
+      return lookup(kind, hash, now)
     },
     keyChanged: changed,
     familyRevoked: changed,

@@ -226,7 +226,7 @@ t.test("a refusal before routing carries a fresh request id, never the request's
   t.equal(routed.headers.get('x-request-id'), 'client-chosen', 'a routed request keeps its own')
 })
 
-t.test('an answer that needs no waiting is a Response, not a promise of one, and reads as the routed one does', async (t) => {
+t.test('an answer that needs no waiting is a Response, not a promise of one, and reads as one that waited does', async (t) => {
   const { createFetch } = await import('../http/pipeline.ts')
   const { HttpError } = await import('../http/errors.ts')
   const { json } = await import('../http/reply.ts')
@@ -236,7 +236,13 @@ t.test('an answer that needs no waiting is a Response, not a promise of one, and
   const surface = {
     name: 'x',
     headers: { 'Cache-Control': 'no-store' },
-    routes: [{ method: 'GET' as const, path: '/things/:id', handler: async () => json(200, { ok: true }), doc: { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} } }],
+    routes: [
+      { method: 'GET' as const, path: '/things/:id', handler: async () => json(200, { ok: true }), doc: { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} } },
+      // A handler that needs no waiting: its reply, its returned refusal and its thrown one.
+      { method: 'GET' as const, path: '/now/:id', handler: (request: { params: { id: string } }) => (request.params.id === 'refused' ? new HttpError(409, 'refused') : json(200, { id: request.params.id })), doc: { operationId: 'y', summary: 'y', tags: [], scopes: null, responses: {} } },
+      { method: 'GET' as const, path: '/throws', handler: () => { throw new HttpError(409, 'refused') }, doc: { operationId: 'z', summary: 'z', tags: [], scopes: null, responses: {} } },
+      { method: 'GET' as const, path: '/rejects', handler: async () => { throw new HttpError(409, 'refused') }, doc: { operationId: 'w', summary: 'w', tags: [], scopes: null, responses: {} } },
+    ],
     errorBody: (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message }),
   }
   const handler = createFetch([surface as never], { config: testConfig({ LOG_LEVEL: 'info' }), deps, fallback: surface as never })
@@ -254,13 +260,31 @@ t.test('an answer that needs no waiting is a Response, not a promise of one, and
   t.notOk(isPromise(preflight), 'a preflight for it: a Response')
   t.equal((preflight as Response).status, 204)
   const routed = send('/things/1')
-  t.ok(isPromise(routed), 'a routed request: a promise')
+  t.ok(isPromise(routed), 'a route that waits: a promise')
   t.equal((await routed).status, 200)
+  const now = send('/now/7')
+  t.notOk(isPromise(now), 'a route that needs no waiting: a Response')
+  t.same([(now as Response).status, (now as Response).headers.get('cache-control'), await (now as Response).text()], [200, 'no-store', '{"id":"7"}'], "with the surface's headers")
+  const notAllowed = send('/now/7', { method: 'DELETE' })
+  t.notOk(isPromise(notAllowed), 'a 405: a Response')
+  t.same([(notAllowed as Response).status, (notAllowed as Response).headers.get('allow')], [405, 'GET, HEAD, OPTIONS'])
+  // A refusal returned, thrown, or rejected: the same answer, at once for the first two.
+  const returned = send('/now/refused')
+  const thrown = send('/throws')
+  t.notOk(isPromise(returned), 'a refusal returned at once: a Response')
+  t.notOk(isPromise(thrown), 'a refusal thrown at once: a Response')
+  const rejected = send('/rejects')
+  t.ok(isPromise(rejected), 'a refusal after waiting: a promise')
+  for (const [what, res] of [['returned', returned], ['thrown', thrown], ['rejected', await rejected]] as const) {
+    t.same([(res as Response).status, await (res as Response).text()], [409, '{"status":409,"error":"refused"}'], what)
+  }
 
-  // The 404 of a segment no route has (answered at once) and of a path its segment's router does
-  // not match (answered after the router): the same answer.
+  // The 404 of a segment no route has and of a path its segment's routes do not match: the same
+  // answer, both at once.
   const atOnce = await shape(unknown as Response)
-  const afterRouter = await shape(await send('/things/1/more'))
+  const unmatched = send('/things/1/more')
+  t.notOk(isPromise(unmatched), "a path no route of its segment matches: a Response")
+  const afterRouter = await shape(await unmatched)
   t.same(atOnce, {
     status: 404,
     headers: [
@@ -277,7 +301,10 @@ t.test('an answer that needs no waiting is a Response, not a promise of one, and
   t.same(afterRouter, { ...atOnce, body: '{"status":404,"error":"No resource at /things/1/more"}' })
   t.same(
     lines.filter((line) => line.message === 'request').map((line) => [line.fields.method, line.fields.path, line.fields.status]),
-    [['GET', '/other/1', 404], ['HEAD', '/other/1', 404], ['OPTIONS', '/other/1', 204], ['GET', '/things/1', 200], ['GET', '/things/1/more', 404]],
+    [
+      ['GET', '/other/1', 404], ['HEAD', '/other/1', 404], ['OPTIONS', '/other/1', 204], ['GET', '/things/1', 200], ['GET', '/now/7', 200], ['DELETE', '/now/7', 405],
+      ['GET', '/now/refused', 409], ['GET', '/throws', 409], ['GET', '/rejects', 409], ['GET', '/things/1/more', 404],
+    ],
     'every answer, at once or not, is in the access log',
   )
 })

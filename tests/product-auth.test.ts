@@ -321,7 +321,9 @@ t.test('errors', async (t) => {
 t.test('security', async (t) => {
   t.test('a token in the query string is refused with 400 and never logged', async (t) => {
     const before = app.logs.length
-    for (const query of [`access_token=${vars.VIEWER_KEY_A}`, `organization_id=${vars.ORG_A}&x=${vars.VIEWER_KEY_A}`, 'access_token=anything', 'acc%65ss_token=anything', `x=%73${vars.VIEWER_KEY_A!.slice(1)}`, `x=a+${vars.VIEWER_KEY_A}`]) {
+    for (const query of [`access_token=${vars.VIEWER_KEY_A}`, `organization_id=${vars.ORG_A}&x=${vars.VIEWER_KEY_A}`, 'access_token=anything', 'acc%65ss_token=anything', `x=%73${vars.VIEWER_KEY_A!.slice(1)}`, `x=a+${vars.VIEWER_KEY_A}`,
+      // An empty value, each other name, and an escaped name beside an escape no decoder accepts.
+      'refresh_token=', 'api_key=x', 'client_secret=x', 'api%5Fkey=x&note=%ZZ']) {
       const res = await app.call('GET', `/policies?${query}`, { token: vars.VIEWER_KEY_A })
       t.equal(res.status, 400, query)
       t.same(await jsonOf(res), { status: 'Bad Request', error: 'Credentials must be sent in the Authorization header, never in the URL' })
@@ -330,6 +332,14 @@ t.test('security', async (t) => {
     t.equal(login.status, 400)
     await login.body?.cancel()
     t.notMatch(JSON.stringify(app.logs.slice(before)), /stw_/)
+  })
+
+  t.test('a credential parameter name as a value, or inside a longer name, is no credential', async (t) => {
+    for (const query of [`organization_id=${vars.ORG_A}&note=access_token`, `organization_id=${vars.ORG_A}&my_api_key_note=1`, `organization_id=${vars.ORG_A}&note=%ZZ`]) {
+      const res = await app.call('GET', `/policies?${query}`, { token: vars.VIEWER_KEY_A })
+      t.equal(res.status, 200, query)
+      await res.body?.cancel()
+    }
   })
 
   t.test('plain HTTP from a non-loopback peer is refused', async (t) => {
@@ -459,13 +469,19 @@ t.test('a token with a bad checksum is refused before any database work (docs/se
       { remoteAddress: '127.0.0.1' },
     )
   const wellFormed = generateSecret('key')
-  const lookedUp = await get(wellFormed)
+  const lookup = get(wellFormed)
+  t.ok(lookup instanceof Promise, 'a lookup is waited for')
+  const lookedUp = await lookup
   t.equal(lookedUp.status, 503, 'a well-formed unknown key is looked up')
   await lookedUp.body?.cancel()
   const last = wellFormed.at(-1) === 'a' ? 'b' : 'a'
-  const refused = await get(wellFormed.slice(0, -1) + last)
-  t.equal(refused.status, 401)
-  t.same(await jsonOf(refused), { status: 'Unauthorized', error: 'Invalid or expired token' })
-  t.equal(refused.headers.get('www-authenticate'), null)
+  // Refused before any I/O, so answered at once: a Response, not a promise (docs/architecture.md).
+  for (const token of [wellFormed.slice(0, -1) + last, 'stw_key_notavalidkeyatall']) {
+    const refused = get(token)
+    t.ok(refused instanceof Response, 'answered at once')
+    t.equal((refused as Response).status, 401)
+    t.same(await jsonOf(refused as Response), { status: 'Unauthorized', error: 'Invalid or expired token' })
+    t.equal((refused as Response).headers.get('www-authenticate'), null)
+  }
 })
 

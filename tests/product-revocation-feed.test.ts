@@ -12,7 +12,7 @@ import { seedWorld } from '../fixtures/seed.ts'
 
 /** The status of the HttpError the check threw, or 0 when it accepted the credential. */
 /** The status of a refused check (returned or thrown), 0 for a principal. */
-async function refusal(check: Promise<unknown>): Promise<number> {
+async function refusal(check: unknown): Promise<number> {
   try {
     const outcome = await check
     return outcome instanceof HttpError ? outcome.status : 0
