@@ -15,39 +15,56 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
  * A body that stops because the client went away is a ClientAbortError, never a server fault.
  * Refusals close the connection: the unread rest of the body cannot be left for the next request.
  */
-export async function readText(request: Request, limit: number, timeoutMs: number): Promise<string> {
+export function readText(request: Request, limit: number, timeoutMs: number): Promise<string> {
   const declared = request.headers.get('content-length')
-  if (declared !== null && Number(declared) > limit) throw tooLarge(limit)
-  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
+  if (declared !== null && Number(declared) > limit) return Promise.reject(tooLarge(limit))
+  // One promise settled by whichever comes first, the body or the deadline (not a race of two
+  // promises: every body read is on the hot path of the lead forms).
+  return new Promise<string>((resolve, reject) => {
+    let reader: ReadableStreamDefaultReader<Uint8Array> | null = null
+    const timer = setTimeout(() => {
       // Stop waiting for the stream; the 408 closes the connection, which ends any read left.
       reader?.cancel().catch(() => {})
       reject(tooSlow(timeoutMs))
     }, timeoutMs)
+    readBytes(request, limit, declared, (opened) => (reader = opened)).then(
+      (bytes) => {
+        clearTimeout(timer)
+        try {
+          resolve(decodeUtf8(bytes))
+        } catch (error) {
+          reject(error)
+        }
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
   })
-  try {
-    const bytes = readBytes(request, limit, declared, (opened) => (reader = opened))
-    return decodeUtf8(await Promise.race([bytes, expired]))
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
-async function readBytes(
+function readBytes(
   request: Request,
   limit: number,
   declared: string | null,
   opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void,
 ): Promise<Uint8Array> {
-  if (declared !== null && /^\d+$/.test(declared)) {
+  if (declared !== null && DIGITS.test(declared)) {
     // A declared length within the limit bounds the read (the HTTP parser frames the body by it),
     // so read it whole: on @hono/node-server this skips building a Request and a ReadableStream.
-    const bytes = new Uint8Array(await clientRead(request.arrayBuffer()))
-    if (bytes.byteLength > limit) throw tooLarge(limit)
-    return bytes
+    return clientRead(request.arrayBuffer()).then((buffer) => {
+      if (buffer.byteLength > limit) throw tooLarge(limit)
+      return new Uint8Array(buffer)
+    })
   }
+  return readStream(request, limit, opened)
+}
+
+const DIGITS = /^\d+$/
+
+/** A body of unknown length (chunked), read chunk by chunk and cut off past the limit. */
+async function readStream(request: Request, limit: number, opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void): Promise<Uint8Array> {
   if (request.body === null) return new Uint8Array(0)
   const reader = request.body.getReader()
   opened(reader)
@@ -72,15 +89,14 @@ async function readBytes(
 /**
  * A failed read of the body is the client's stream failing (a reset, a close mid-upload): name it
  * so, or it passes for whatever its error code resembles (ECONNRESET looks like a lost database
- * connection). A read the 408 race left behind may fail later with nobody awaiting it: caught.
+ * connection). Every read is awaited or chained by its caller, even after a 408 was answered, so a
+ * late failure is never unhandled.
  */
 function clientRead<T>(pending: Promise<T>): Promise<T> {
-  const read = pending.catch((error: unknown) => {
+  return pending.catch((error: unknown) => {
     if (error instanceof HttpError) throw error
     throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
   })
-  read.catch(() => {})
-  return read
 }
 
 function decodeUtf8(bytes: Uint8Array): string {
@@ -208,16 +224,17 @@ export interface Body {
  * The one body reader: reads the text (bounded, timed), refuses a media type the route does not
  * accept (415), and parses a JSON object or a form with the shared checks.
  */
-export async function readBody(request: Request, ctx: RequestContext<PipelineConfig>, options: BodyOptions): Promise<Body> {
+export function readBody(request: Request, ctx: RequestContext<PipelineConfig>, options: BodyOptions): Promise<Body> {
   const type = mediaType(request)
   const format = formatOf(type, options.accept)
   // A lead post (text/plain accepted) refuses its type before reading; other routes read first,
   // so an over-long body is a 413 whatever its type, and an optional empty body has no type.
-  if (format === null && options.accept.includes('text/plain-json')) throw unsupported(type, options.accept)
-  const text = await readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs)
-  if (options.optional && text.trim() === '') return { form: false, params: {} }
-  if (format === null) throw unsupported(type, options.accept)
-  return format === 'form' ? { form: true, params: parseForm(text) } : { form: false, params: parseJsonObject(text) }
+  if (format === null && options.accept.includes('text/plain-json')) return Promise.reject(unsupported(type, options.accept))
+  return readText(request, ctx.config.bodyLimitBytes, ctx.config.bodyTimeoutMs).then((text) => {
+    if (options.optional && text.trim() === '') return { form: false, params: {} }
+    if (format === null) throw unsupported(type, options.accept)
+    return format === 'form' ? { form: true, params: parseForm(text) } : { form: false, params: parseJsonObject(text) }
+  })
 }
 
 function formatOf(type: string, accept: readonly BodyFormat[]): 'json' | 'form' | null {
