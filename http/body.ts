@@ -53,10 +53,10 @@ function readBytes(
   if (declared !== null && DIGITS.test(declared)) {
     // A declared length within the limit bounds the read (the HTTP parser frames the body by it),
     // so read it whole: on @hono/node-server this skips building a Request and a ReadableStream.
-    return clientRead(request.arrayBuffer()).then((buffer) => {
+    return request.arrayBuffer().then((buffer) => {
       if (buffer.byteLength > limit) throw tooLarge(limit)
       return new Uint8Array(buffer)
-    })
+    }, clientFailure)
   }
   return readStream(request, limit, opened)
 }
@@ -93,10 +93,12 @@ async function readStream(request: Request, limit: number, opened: (reader: Read
  * late failure is never unhandled.
  */
 function clientRead<T>(pending: Promise<T>): Promise<T> {
-  return pending.catch((error: unknown) => {
-    if (error instanceof HttpError) throw error
-    throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
-  })
+  return pending.catch(clientFailure)
+}
+
+function clientFailure(error: unknown): never {
+  if (error instanceof HttpError) throw error
+  throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
 }
 
 function decodeUtf8(bytes: Uint8Array): string {

@@ -132,44 +132,48 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     return headers
   }
 
-  async function createDemoRequest(request: IRequest, ctx: RequestContext): Promise<Reply | HttpError> {
+  // Not async functions: a 429 needs no waiting and is answered at once (docs/architecture.md).
+  function createDemoRequest(request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> {
     const headers = throttle(ctx)
     if (headers instanceof HttpError) return headers
-    const lead = await readInputOrRefusal(request, ctx, demoBody)
-    if (lead instanceof HttpError) return lead
-    const stored = await insertDemoRequestUnlessRegistered(
-      ctx.deps.db,
-      {
-        email: lead.email,
-        first_name: lead.first_name,
-        last_name: lead.last_name,
-        company: lead.company,
-        linkedin: lead.linkedin,
-        phone: emptyToNull(lead.phone),
-        source: emptyToNull(lead.source),
-        analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
-      },
-      new Date(ctx.now),
-      leadAudit(ctx),
-    )
-    return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
-  }
-
-  function subscribe(via: string) {
-    return async (request: IRequest, ctx: RequestContext): Promise<Reply | HttpError> => {
-      const headers = throttle(ctx)
-      if (headers instanceof HttpError) return headers
-      const lead = await readInputOrRefusal(request, ctx, newsletterBody)
+    return readInputOrRefusal(request, ctx, demoBody).then(async (lead) => {
       if (lead instanceof HttpError) return lead
-      const stored = await insertSubscriptionUnlessRegistered(
+      const stored = await insertDemoRequestUnlessRegistered(
         ctx.deps.db,
-        { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
+        {
+          email: lead.email,
+          first_name: lead.first_name,
+          last_name: lead.last_name,
+          company: lead.company,
+          linkedin: lead.linkedin,
+          phone: emptyToNull(lead.phone),
+          source: emptyToNull(lead.source),
+          analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
+        },
         new Date(ctx.now),
         leadAudit(ctx),
       )
       return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
+    })
+  }
+
+  function subscribe(via: string) {
+    return (request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> => {
+      const headers = throttle(ctx)
+      if (headers instanceof HttpError) return headers
+      return readInputOrRefusal(request, ctx, newsletterBody).then(async (lead) => {
+        if (lead instanceof HttpError) return lead
+        const stored = await insertSubscriptionUnlessRegistered(
+          ctx.deps.db,
+          { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
+          new Date(ctx.now),
+          leadAudit(ctx),
+        )
+        return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
+      })
     }
   }
+
 
   const routes: Route[] = [
     { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', demoBody) },

@@ -166,6 +166,14 @@ t.test('rate limit per client (LEAD_RATE_LIMIT=3/60)', async (t) => {
     t.equal(refused.headers.get('ratelimit'), '"leads";r=0;t=45')
     t.equal(refused.headers.get('ratelimit-policy'), '"leads";q=3;w=60')
     t.equal(refused.headers.get('access-control-allow-origin'), '*')
+    // A flood's refusal needs no waiting (the body is never read): answered at once.
+    const atOnce = app.app.fetch(
+      new Request('http://localhost/newsletter', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: uniqueEmail('rl') }) }),
+      { remoteAddress: '198.51.100.1' },
+    )
+    t.ok(atOnce instanceof Response, 'a Response, not a promise')
+    t.equal((atOnce as Response).status, 429)
+    await (atOnce as Response).body?.cancel()
   })
 
   t.test('the limit is shared by /demo-request, /newsletter and /waitlist, and a refused submission is not stored', async (t) => {
