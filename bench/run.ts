@@ -257,8 +257,8 @@ try {
     if (!ONLY_PIPELINE) for (const route of ['demo-new', 'demo-dup', 'policies']) for (const t of ['steward-node', 'fastify', 'steward-bun', 'steward-deno'] as const) http(route, t)
     // raw-http does the Fastify reference's work on these three and writes Steward's answer: the floor.
     for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401']) for (const t of ['steward-node', 'fastify', 'raw-http', 'steward-bun', 'steward-deno', 'steward-node-info'] as const) http(route, t)
-    // The bare function answers 404 on every path but /health: only its 404 row compares.
-    http('notfound-404', 'bare-fetch')
+    // The bare function does the reference's work on the three refusals too (bench/targets/bare-fetch.ts).
+    for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401']) http(route, 'bare-fetch')
   }
   // The decision pairs: POST /decisions and POST /demo-request on the same server, in the same rounds.
   // Each decisions scenario right after a demo-request one on the same server, so every round gives
@@ -452,10 +452,10 @@ try {
   // here means "≥ 1.0 × Fastify" asks a pipeline to cost no more than no pipeline at all.
   for (const [route, name] of pipelineNames) targets.push([`(informative) CPU per request: ${name}, raw node:http (same work, same answer) ÷ Fastify reference`, 'informative', ratio(cpu(route, 'raw-http'), cpu(route, 'fastify')), ''])
   for (const [route, name] of pipelineNames) targets.push([`(informative) CPU per request: ${name}, raw node:http (same work, same answer) ÷ Steward`, 'informative', ratio(cpu(route, 'raw-http'), cpu(route, 'steward-node')), ''])
-  targets.push(['(informative) CPU per request: GET unknown path → 404, bare fetch function ÷ Steward', 'informative', ratio(cpu('notfound-404', 'bare-fetch'), cpu('notfound-404', 'steward-node')), ''])
-  // The bare function on the same adapter, with nothing of a pipeline: the most "404 ≥ 1.0 ×
-  // Fastify" can reach on this adapter, whatever the pipeline does.
-  targets.push(['(informative) CPU per request: GET unknown path → 404, Fastify reference ÷ bare fetch function (the ceiling on this adapter)', 'informative', ratio(cpu('notfound-404', 'fastify'), cpu('notfound-404', 'bare-fetch')), ''])
+  for (const [route, name] of pipelineNames) targets.push([`(informative) CPU per request: ${name}, bare fetch function ÷ Steward`, 'informative', ratio(cpu(route, 'bare-fetch'), cpu(route, 'steward-node')), ''])
+  // The bare function on the same adapter, with nothing of a pipeline: the most "≥ 1.0 × Fastify"
+  // can reach on this adapter, whatever the pipeline does.
+  for (const [route, name] of pipelineNames) targets.push([`(informative) CPU per request: ${name}, Fastify reference ÷ bare fetch function (the ceiling on this adapter)`, 'informative', ratio(cpu(route, 'fastify'), cpu(route, 'bare-fetch')), ''])
   targets.push(['(informative) CPU per request: GET /health, bare fetch function ÷ Steward', 'informative', ratio(cpu('health', 'bare-fetch'), cpu('health', 'steward-node')), ''])
   if (!ONLY_PIPELINE) {
     for (const route of ['demo-new', 'demo-dup', 'policies']) {
@@ -504,7 +504,8 @@ try {
   lines.push('', 'In parentheses: Steward-on-Node ÷ that column. "pg-loop" is the same SQL in a loop of 10 workers through the same pool settings, no HTTP. ' +
     '"fastify" is bench/fastify-reference.ts (Fastify 5 + pg, same SQL and validation rules, key looked up per request; the same response headers as Steward, ' +
     'its own 404 answer, connections kept open after a 400). "bare-fetch" is bench/targets/bare-fetch.ts (a fetch function on @hono/node-server with no router or ' +
-    'middleware: /health with the same shared database check, 404 elsewhere, the same headers); "bare-fetch-pglite" is the same on an in-memory PGlite, beside ' +
+    'middleware: /health with the same shared database check, the 401 and 400 after the Fastify reference\'s checks with the body read as Steward reads it, ' +
+    '404 elsewhere, the same headers); "bare-fetch-pglite" is the same on an in-memory PGlite, beside ' +
     '"steward-pglite" (Steward on Node on a PGlite data directory). "raw-http" is bench/targets/raw-http.ts, node:http alone: on the 404, 401 and 400 rows ' +
     'it does the Fastify reference\'s work and writes Steward\'s answer with the same headers, on /health a fixed small JSON with no database. ' +
     '"steward-node-info" is LOG_LEVEL=info (one access-log line per request).')

@@ -3,18 +3,22 @@
 // the routes the pipeline rows measure, with the same headers:
 //   GET /health   the shared database check of routes/health.ts (concurrent probes wait for one
 //                 `select 1` that started after they arrived), then 200 {"status":"ok",…} or 503;
+//   GET /policies with a key that is not of the key format: 401, answered at once, after the
+//                 Fastify reference's check (reference-work.ts);
+//   POST /demo-request whose JSON body misses a field: 400, after reading the body as Steward does
+//                 (request.arrayBuffer(), the adapter's fast path) and the reference's check;
 //   anything else 404 {"error":"No resource at <path>"}, returned as a Response rather than a
 //                 promise (nothing to wait for), which the adapter writes at once.
+// So "Fastify ÷ bare function" on each row is the ceiling of any pipeline on this adapter.
 // DATABASE_URL: postgres://… (a pg pool from storage/connect.ts), memory:// (in-memory PGlite),
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
 import { pathOf } from '../../http/pipeline.ts'
+import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
 
 const CHECK_TIMEOUT_MS = 2000
-const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
 const JSON_TYPE = 'application/json; charset=utf-8'
-const CSP = "default-src 'none'; frame-ancestors 'none'"
 
 /** One `select 1` against the configured database, or null when there is none. */
 async function openProbe(url: string | undefined): Promise<{ probe: () => Promise<unknown>; close: () => Promise<void> } | null> {
@@ -80,7 +84,18 @@ function headers(extra?: Record<string, string>): Record<string, string> {
 function fetch(request: Request): Response | Promise<Response> {
   const path = pathOf(request.url)
   if (path === '/health' && request.method === 'GET') return health()
+  if (path === '/policies' && request.method === 'GET') {
+    if (!keyIsWellFormed(request.headers.get('authorization'))) return new Response(UNAUTHORIZED, { status: 401, headers: headers({ 'cache-control': 'no-store' }) })
+    return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
+  }
+  if (path === '/demo-request' && request.method === 'POST') return lead(request)
   return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
+}
+
+async function lead(request: Request): Promise<Response> {
+  const text = new TextDecoder().decode(await request.arrayBuffer())
+  if (leadIsValid(text)) return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers() })
+  return new Response(MISSING, { status: 400, headers: headers() })
 }
 
 async function health(): Promise<Response> {

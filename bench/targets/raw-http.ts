@@ -9,18 +9,9 @@
 // (GET /health, a valid lead, a well-formed key) answers a fixed small JSON without a database.
 //   PORT=0 node --import tsx bench/targets/raw-http.ts
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import { MAX_EMAIL_LENGTH } from '../../domain/email.ts'
-import { BEARER } from '../../routes/credentials.ts'
-import { FIELD_LIMITS } from '../../routes/leads.ts'
-import { secretKind } from '../../storage/secrets.ts'
+import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
 
 const OK = JSON.stringify({ status: 'ok' })
-const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
-const CSP = "default-src 'none'; frame-ancestors 'none'"
-const UNAUTHORIZED = JSON.stringify({ status: 'Unauthorized', error: 'Invalid or expired token' })
-const MISSING = JSON.stringify({ error: 'Missing required fields' })
-const REQUIRED = ['first_name', 'last_name', 'email', 'company', 'linkedin'] as const
-const LIMITS: Record<string, number> = { ...FIELD_LIMITS, email: MAX_EMAIL_LENGTH }
 
 function send(res: ServerResponse, status: number, body: string, noStore = false): void {
   res.writeHead(status, {
@@ -41,24 +32,6 @@ function ok(res: ServerResponse): void {
   res.end(OK)
 }
 
-/** The Fastify reference's body schema: an object with the five fields as strings within their limits. */
-function leadIsValid(text: string): boolean {
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    return false
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false
-  const record = body as Record<string, unknown>
-  for (const name of REQUIRED) if (typeof record[name] !== 'string') return false
-  for (const name in record) {
-    const value = record[name]
-    if (name in LIMITS && (typeof value !== 'string' || value.length > LIMITS[name]!)) return false
-  }
-  return true
-}
-
 function lead(req: IncomingMessage, res: ServerResponse): void {
   const chunks: Buffer[] = []
   req.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -71,8 +44,7 @@ const server = createServer((req, res) => {
   const path = query < 0 ? url : url.slice(0, query)
   if (path === '/health') return ok(res)
   if (path === '/policies' && req.method === 'GET') {
-    const token = BEARER.exec(req.headers.authorization ?? '')?.[1]
-    return !token || secretKind(token) !== 'key' ? send(res, 401, UNAUTHORIZED, true) : ok(res)
+    return keyIsWellFormed(req.headers.authorization) ? ok(res) : send(res, 401, UNAUTHORIZED, true)
   }
   if (path === '/demo-request' && req.method === 'POST') return lead(req, res)
   send(res, 404, JSON.stringify({ error: `No resource at ${path}` }))
