@@ -132,48 +132,49 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     return headers
   }
 
-  // Not async functions: a 429 needs no waiting and is answered at once (docs/architecture.md).
-  function createDemoRequest(request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> {
-    const headers = throttle(ctx)
-    if (headers instanceof HttpError) return headers
-    return readInputOrRefusal(request, ctx, demoBody).then(async (lead) => {
-      if (lead instanceof HttpError) return lead
-      const stored = await insertDemoRequestUnlessRegistered(
-        ctx.deps.db,
-        {
-          email: lead.email,
-          first_name: lead.first_name,
-          last_name: lead.last_name,
-          company: lead.company,
-          linkedin: lead.linkedin,
-          phone: emptyToNull(lead.phone),
-          source: emptyToNull(lead.source),
-          analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
-        },
-        new Date(ctx.now),
-        leadAudit(ctx),
-      )
-      return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
-    })
-  }
-
-  function subscribe(via: string) {
+  /**
+   * A lead form: the per-client limit, the body as `doc` publishes it, then `store`, which says
+   * whether the lead was new (200) or its email already registered (409). Not an async function:
+   * a 429 needs no waiting and is answered at once (docs/architecture.md).
+   */
+  function leadForm<S extends v.GenericSchema>(doc: BodyDoc<S>, store: (lead: v.InferOutput<S>, ctx: RequestContext) => Promise<boolean>) {
     return (request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> => {
       const headers = throttle(ctx)
       if (headers instanceof HttpError) return headers
-      return readInputOrRefusal(request, ctx, newsletterBody).then(async (lead) => {
+      return readInputOrRefusal(request, ctx, doc).then(async (lead) => {
         if (lead instanceof HttpError) return lead
-        const stored = await insertSubscriptionUnlessRegistered(
-          ctx.deps.db,
-          { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
-          new Date(ctx.now),
-          leadAudit(ctx),
-        )
-        return stored ? json(200, OK, headers) : json(409, ALREADY, headers)
+        return (await store(lead, ctx)) ? json(200, OK, headers) : json(409, ALREADY, headers)
       })
     }
   }
 
+  const createDemoRequest = leadForm(demoBody, (lead, ctx) =>
+    insertDemoRequestUnlessRegistered(
+      ctx.deps.db,
+      {
+        email: lead.email,
+        first_name: lead.first_name,
+        last_name: lead.last_name,
+        company: lead.company,
+        linkedin: lead.linkedin,
+        phone: emptyToNull(lead.phone),
+        source: emptyToNull(lead.source),
+        analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
+      },
+      new Date(ctx.now),
+      leadAudit(ctx),
+    ),
+  )
+
+  const subscribe = (via: string) =>
+    leadForm(newsletterBody, (lead, ctx) =>
+      insertSubscriptionUnlessRegistered(
+        ctx.deps.db,
+        { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
+        new Date(ctx.now),
+        leadAudit(ctx),
+      ),
+    )
 
   const routes: Route[] = [
     { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', demoBody) },
