@@ -72,7 +72,7 @@ async function readStream(request: Request, limit: number, opened: (reader: Read
   let size = 0
   try {
     for (;;) {
-      const { done, value } = await clientRead(reader.read())
+      const { done, value } = await reader.read().catch(clientFailure)
       if (done) break
       size += value.byteLength
       if (size > limit) throw tooLarge(limit)
@@ -92,10 +92,6 @@ async function readStream(request: Request, limit: number, opened: (reader: Read
  * connection). Every read is awaited or chained by its caller, even after a 408 was answered, so a
  * late failure is never unhandled.
  */
-function clientRead<T>(pending: Promise<T>): Promise<T> {
-  return pending.catch(clientFailure)
-}
-
 function clientFailure(error: unknown): never {
   if (error instanceof HttpError) throw error
   throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })

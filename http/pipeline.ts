@@ -282,21 +282,16 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       const started = accessLog ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
       let routed: IRequest
-      let router: SegmentRouter | undefined
+      let answer: Reply | Promise<Reply> | undefined
       try {
         // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
         if (request.method === 'CONNECT') throw connectNotSupported()
         // HEAD is GET without the body (RFC 9110 §9.3.2).
         routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
-        router = routers.get(firstSegment(pathOf(request.url)))
+        const router = routers.get(firstSegment(pathOf(request.url)))
         // A path whose first segment no route has needs no waiting: its 404 (or preflight) is
         // returned as a Response, not a promise of one (docs/architecture.md, "Performance idioms").
         if (!router) return respond(notFound(routed, ctx), request, ctx, started)
-      } catch (error) {
-        return respond(failed(request, error, ctx), request, ctx, started)
-      }
-      let answer: Reply | Promise<Reply> | undefined
-      try {
         // itty-router's own fetch threw on a URL it cannot parse (Bun builds one from a Host like
         // `a b`); its table is walked here, so the check is made here, the same way.
         if (!URL.canParse(request.url)) throw new HttpError(400, BAD_TARGET)
