@@ -60,6 +60,7 @@ async function openLocked(config: Config, role: HolderRole, logger: Logger): Pro
   if (usesDataDir(config)) {
     prepareDataDir(config.dataDir)
     lock = await lockDataDir(config.dataDir, role)
+    lock.watch((reason) => stopAtOnce(config.dataDir, reason, logger))
   }
   let handle: DatabaseHandle | null = null
   try {
@@ -80,6 +81,21 @@ async function openLocked(config: Config, role: HolderRole, logger: Logger): Pro
     await lock?.release()
     throw describeDatabaseError(error, config)
   }
+}
+
+/**
+ * The data directory was deleted, moved or taken over under this process. Its embedded database
+ * opens files by path, so any further write (a lead acknowledged, a checkpoint at close) would
+ * land in whatever directory now has that name, and another process may hold it: a server that
+ * went on would corrupt the new directory or acknowledge leads nobody will find. So no close, no
+ * drain: the reason is logged and the process exits at once, as PostgreSQL does when its
+ * postmaster.pid is no longer its own.
+ */
+function stopAtOnce(dataDir: string, reason: string, logger: Logger): never {
+  const message = `DATA_DIR ${dataDir} is no longer this process's: ${reason}; stopping at once without another write. Start Steward again on the directory you mean to keep`
+  logger.log('error', 'data directory lost', { data_dir: dataDir, reason })
+  process.stderr.write(`steward: ${message}\n`)
+  process.exit(1)
 }
 
 /** A database that cannot be reached, named by the setting that chose it (password masked). */

@@ -7,7 +7,7 @@
 // a crash leaves a socket file nobody answers on (ECONNREFUSED), which the next process removes.
 // The same socket is the channel through which a running server carries out operator commands.
 import { randomBytes } from 'node:crypto'
-import { accessSync, constants, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { accessSync, constants, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 
@@ -18,6 +18,8 @@ const GUARD_NAME = 'steward.sock.guard'
 const MAX_SOCKET_PATH = 107
 const PROBE_TIMEOUT_MS = 3_000
 const GUARD_WAIT_MS = 3_000
+/** How often a holder checks that its socket file is still its own, where no file watch tells it at once. */
+export const LOST_CHECK_MS = 500
 
 export type HolderRole = 'server' | 'command'
 
@@ -173,6 +175,14 @@ export interface DataDirLock {
   readonly holder: Holder
   /** Who handles requests other than `hello` (a server carrying out commands); none refuses them. */
   setHandler(handler: ConnectionHandler | null): void
+  /**
+   * Calls `lost` once if the socket file stops being this lock's own: removed (the directory was
+   * deleted or moved) or replaced by another process's. The embedded database opens its files by
+   * path, so from then on its writes would land in whatever directory now has that name, under
+   * another holder: the holder must stop at once, without closing the database (a close writes).
+   * Released locks are no longer watched.
+   */
+  watch(lost: (reason: string) => void): void
   release(): Promise<void>
 }
 
@@ -216,17 +226,26 @@ export async function lockDataDir(dataDir: string, role: HolderRole): Promise<Da
 function lockHandle(server: Server, path: string, holder: Holder, setHandler: (handler: ConnectionHandler | null) => void): DataDirLock {
   const bound = inode(path)
   let released: Promise<void> | null = null
+  let stopWatching = () => {}
   return {
     path,
     holder,
     setHandler,
+    watch(lost) {
+      stopWatching()
+      stopWatching = watchOwnership(path, bound, lost)
+    },
     release() {
+      stopWatching()
       released ??= new Promise<void>((done) => {
+        // Never remove a file that is no longer ours: the next holder may have bound the name.
+        // Node's close() unlinks the socket's name whatever file it now is, so a listener whose
+        // name was taken over is left open instead (unreferenced, unreachable, gone at exit).
+        if (bound === null || inode(path) !== bound) return done()
         server.close(() => done())
-        // Node's close() removes the file; other runtimes may leave it. Never remove a file
-        // that is no longer ours: the next holder may have bound the name already.
+        // Node's close() has removed the file; other runtimes may leave it.
         try {
-          if (bound !== null && inode(path) === bound) unlinkSync(path)
+          if (inode(path) === bound) unlinkSync(path)
         } catch {
           // Already gone.
         }
@@ -234,6 +253,43 @@ function lockHandle(server: Server, path: string, holder: Holder, setHandler: (h
       return released
     },
   }
+}
+
+/**
+ * PostgreSQL checks that postmaster.pid is still its own once a minute; this checks the socket
+ * file on every change the kernel reports for it (inotify, at once) and every LOST_CHECK_MS where
+ * a runtime or file system reports none. An lstat is about a microsecond. Returns the stop.
+ */
+function watchOwnership(path: string, bound: number | null, lost: (reason: string) => void): () => void {
+  let watcher: FSWatcher | null = null
+  let timer: ReturnType<typeof setInterval> | null = null
+  let done = false
+  const stop = () => {
+    done = true
+    if (timer) clearInterval(timer)
+    try {
+      watcher?.close()
+    } catch {
+      // Closed already.
+    }
+  }
+  const check = () => {
+    if (done) return
+    const now = inode(path)
+    if (now !== null && now === bound) return
+    stop()
+    lost(now === null ? `its lock socket ${path} was removed (the data directory was deleted or moved)` : `its lock socket ${path} was replaced by another process's`)
+  }
+  timer = setInterval(check, LOST_CHECK_MS)
+  timer.unref?.()
+  try {
+    watcher = watch(path, { persistent: false }, check)
+    watcher.on('error', () => {}) // the interval still checks
+  } catch {
+    // No file watch here: the interval alone checks.
+  }
+  check()
+  return stop
 }
 
 function inode(path: string): number | null {

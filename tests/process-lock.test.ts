@@ -6,13 +6,13 @@ import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { PassThrough } from 'node:stream'
 import { createScratchDatabase } from '../bench/lib.ts'
 import { DataDirHeldError, lockDataDir, SOCKET_NAME } from '../cli/lock.ts'
 import { runCli } from '../cli/main.ts'
 import { captured } from './helpers.ts'
-import { childEnv, runServerTs, startServerProcess } from './process-support.ts'
+import { childEnv, runServerTs, startServerProcess, type Exit } from './process-support.ts'
 
 // Each first start of the embedded database takes seconds (more on a busy machine).
 t.setTimeout(600_000)
@@ -227,6 +227,113 @@ t.test('two processes finding the same stale socket: exactly one takes the direc
   const after = await lockDataDir(dir, 'command')
   t.pass('released: the directory can be locked again')
   await after.release()
+})
+
+t.test('a lock reports once when its socket file is removed or replaced, and not after release', async (t) => {
+  const { mkdirSync, renameSync, unlinkSync } = await import('node:fs')
+  const { createServer } = await import('node:net')
+  const waitFor = (reasons: string[]) => new Promise<void>((resolve) => {
+    const poll = setInterval(() => reasons.length > 0 && (clearInterval(poll), resolve()), 5)
+  })
+
+  const removedDir = join(root, 'watch-removed')
+  mkdirSync(removedDir)
+  const removed = await lockDataDir(removedDir, 'command')
+  const removedReasons: string[] = []
+  removed.watch((reason) => removedReasons.push(reason))
+  await new Promise((wake) => setTimeout(wake, 50))
+  t.same(removedReasons, [], 'a lock whose socket is its own reports nothing')
+  unlinkSync(join(removedDir, SOCKET_NAME))
+  await waitFor(removedReasons)
+  await new Promise((wake) => setTimeout(wake, 1_200)) // longer than two interval checks
+  t.same(removedReasons, [`its lock socket ${join(removedDir, SOCKET_NAME)} was removed (the data directory was deleted or moved)`], 'reported once')
+  await removed.release()
+
+  // Another process's socket renamed over the name: the file never goes missing, its inode changes.
+  const replacedDir = join(root, 'watch-replaced')
+  mkdirSync(replacedDir)
+  const replaced = await lockDataDir(replacedDir, 'server')
+  const replacedReasons: string[] = []
+  replaced.watch((reason) => replacedReasons.push(reason))
+  const other = createServer()
+  const otherPath = join(replacedDir, 'other.sock')
+  await new Promise<void>((resolve) => other.listen(otherPath, resolve))
+  t.teardown(() => new Promise<void>((resolve) => other.close(() => resolve())))
+  renameSync(otherPath, join(replacedDir, SOCKET_NAME))
+  await waitFor(replacedReasons)
+  t.same(replacedReasons, [`its lock socket ${join(replacedDir, SOCKET_NAME)} was replaced by another process's`])
+  await replaced.release()
+  t.ok(existsSync(join(replacedDir, SOCKET_NAME)), 'the release left the other process\'s socket in place')
+
+  const releasedDir = join(root, 'watch-released')
+  mkdirSync(releasedDir)
+  const released = await lockDataDir(releasedDir, 'command')
+  const releasedReasons: string[] = []
+  released.watch((reason) => releasedReasons.push(reason))
+  await released.release()
+  t.notOk(existsSync(join(releasedDir, SOCKET_NAME)), 'the release removed its socket')
+  await new Promise((wake) => setTimeout(wake, 1_200))
+  t.same(releasedReasons, [], 'a released lock is no longer watched: its own removal is not a loss')
+})
+
+// A server's embedded database opens its files by path: after its directory is deleted or moved,
+// writes would land in whatever directory takes the name. The server stops at once instead.
+const LOST = (dir: string, what: string) => `steward: DATA_DIR ${dir} is no longer this process's: its lock socket ${join(dir, SOCKET_NAME)} was ${what}; stopping at once without another write. Start Steward again on the directory you mean to keep\n`
+
+/** The server's exit, or SIGKILL after `ms` (a server still running then fails the exit code check). */
+async function exitWithin(server: { child: { kill(signal: NodeJS.Signals): boolean }; exited: Promise<Exit> }, ms = 30_000): Promise<Exit> {
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), ms)
+  try {
+    return await server.exited
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+async function postLead(url: string, email: string): Promise<number> {
+  const response = await fetch(`${url}/newsletter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email }) })
+  await response.body?.cancel()
+  return response.status
+}
+
+async function exportedEmails(t: Test, env: NodeJS.ProcessEnv): Promise<string[]> {
+  const exported = await runServerTs(t, ['leads', 'export', '--format', 'ndjson'], env)
+  t.equal(exported.code, 0, exported.stderr)
+  return exported.stdout.trim().split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { email: string }).email).sort()
+}
+
+t.test('a server whose data directory is moved away stops at once; the moved directory keeps every lead', async (t) => {
+  const { renameSync } = await import('node:fs')
+  const dir = join(root, 'moved')
+  const server = await startServerProcess(t, childEnv(dir))
+  for (const email of ['a@example.com', 'b@example.com', 'c@example.com']) t.equal(await postLead(server.url, email), 200)
+  const moved = join(root, 'moved-away')
+  renameSync(dir, moved)
+  const exit = await exitWithin(server)
+  t.equal(exit.code, 1, 'the server exits 1')
+  t.equal(exit.stderr.replace(/^npm warn .*\n/gm, ''), LOST(dir, 'removed (the data directory was deleted or moved)'))
+  const lines = exit.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+  t.match(lines.at(-1), { level: 'error', msg: 'data directory lost', data_dir: dir, reason: `its lock socket ${join(dir, SOCKET_NAME)} was removed (the data directory was deleted or moved)` })
+  t.notOk(lines.some((line) => line.msg === 'shutting down' || line.msg === 'stopped'), 'no graceful stop: closing the database would write')
+  t.notOk(existsSync(dir), 'nothing re-created the old path')
+  t.same(await exportedEmails(t, childEnv(moved)), ['a@example.com', 'b@example.com', 'c@example.com'], 'the moved directory opens with every acknowledged lead')
+})
+
+t.test('a data directory deleted and re-created under a running server: the old server stops, the new one keeps its data', async (t) => {
+  const dir = join(root, 'recreated')
+  const env = childEnv(dir)
+  const old = await startServerProcess(t, env)
+  t.equal(await postLead(old.url, 'old@example.com'), 200)
+  rmSync(dir, { recursive: true, force: true })
+  // Started at once: the new server creates a new database at the same path.
+  const next = await startServerProcess(t, env)
+  const exit = await exitWithin(old)
+  t.equal(exit.code, 1, 'the old server exits 1')
+  t.match(exit.stderr, `steward: DATA_DIR ${dir} is no longer this process's: its lock socket ${join(dir, SOCKET_NAME)} was `)
+  t.equal(await postLead(next.url, 'new@example.com'), 200)
+  next.child.kill('SIGTERM')
+  t.equal((await next.exited).code, 0, 'the new server stops cleanly')
+  t.same(await exportedEmails(t, env), ['new@example.com'], 'the re-created directory opens, with the new server\'s lead only')
 })
 
 const postgresUrl = process.env.TEST_DATABASE_URL
