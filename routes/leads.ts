@@ -116,15 +116,15 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   // Shared across processes when the deps carry a rate-limit store (several servers, one PostgreSQL).
   const limiter: RateLimiter = createRateLimiter(config.leadRateLimit, 'leads', deps.rateLimits ?? null)
 
-  /** Per-client throttle (OWASP API6): refuses a flood before reading its body. */
   /** With LEADS_ORGANIZATION_ID set, a stored lead is a lead.created event of that organization. */
   function leadAudit(ctx: RequestContext): LeadAudit | null {
     const organizationId = ctx.config.leadsOrganizationId
     return organizationId ? { organizationId: organizationId.toLowerCase(), requestId: ctx.requestId } : null
   }
 
-  // A flood of submissions (429) and of bad bodies (400, 413, 415) is the load these public
-  // routes expect: their refusals are returned, not thrown (docs/architecture.md).
+  // Per-client throttle (OWASP API6): refuses a flood before reading its body. A flood of
+  // submissions (429) and of bad bodies (400, 413, 415) is the load these public routes expect:
+  // their refusals are returned, not thrown (docs/architecture.md).
   function throttle(ctx: RequestContext): Record<string, string> | HttpError {
     const decision = limiter.take(`lead:${ctx.clientKey}`, ctx.now)
     const headers = rateLimitHeaders('leads', limiter.rule, decision)
