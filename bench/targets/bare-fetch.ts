@@ -6,7 +6,7 @@
 //   GET /policies with a key that is not of the key format: 401, answered at once, after the
 //                 Fastify reference's check (reference-work.ts);
 //   POST /demo-request whose JSON body misses a field: 400, after reading the body as Steward does
-//                 (request.arrayBuffer(), the adapter's fast path) and the reference's check;
+//                 (http/body.ts readText, from the IncomingMessage) and the reference's check;
 //   anything else 404 {"error":"No resource at <path>"}, returned as a Response rather than a
 //                 promise (nothing to wait for), which the adapter writes at once.
 // So "Fastify ÷ bare function" on each row is the ceiling of any pipeline on this adapter.
@@ -14,10 +14,14 @@
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
+import { RAW_BODY, readText, type RawBodySource } from '../../http/body.ts'
 import { pathOf } from '../../http/pipeline.ts'
 import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
 
 const CHECK_TIMEOUT_MS = 2000
+// Steward's defaults (BODY_LIMIT_BYTES, BODY_TIMEOUT_MS in the README).
+const BODY_LIMIT = 16_384
+const BODY_TIMEOUT_MS = 10_000
 const JSON_TYPE = 'application/json; charset=utf-8'
 
 /** One `select 1` against the configured database, or null when there is none. */
@@ -81,19 +85,24 @@ function headers(extra?: Record<string, string>): Record<string, string> {
 }
 
 /** /health waits for the check; a 404 needs no waiting and is returned as it is, as Steward's is. */
-function fetch(request: Request): Response | Promise<Response> {
+function fetch(request: Request, env: { incoming: RawBodySource }): Response | Promise<Response> {
   const path = pathOf(request.url)
   if (path === '/health' && request.method === 'GET') return health()
   if (path === '/policies' && request.method === 'GET') {
     if (!keyIsWellFormed(request.headers.get('authorization'))) return new Response(UNAUTHORIZED, { status: 401, headers: headers({ 'cache-control': 'no-store' }) })
     return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
   }
-  if (path === '/demo-request' && request.method === 'POST') return lead(request)
+  if (path === '/demo-request' && request.method === 'POST') {
+    // As cli/serve.ts hands it to Steward: the body is read from the IncomingMessage itself.
+    ;(request as Request & { [RAW_BODY]?: RawBodySource })[RAW_BODY] = env.incoming
+    return lead(request)
+  }
   return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
 }
 
 async function lead(request: Request): Promise<Response> {
-  const text = new TextDecoder().decode(await request.arrayBuffer())
+  // Steward's own reader (http/body.ts): bounded, with its deadline, strict UTF-8.
+  const text = await readText(request, BODY_LIMIT, BODY_TIMEOUT_MS)
   if (leadIsValid(text)) return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers() })
   return new Response(MISSING, { status: 400, headers: headers() })
 }
