@@ -71,9 +71,21 @@ export interface ServerProcess {
 }
 
 /**
- * Starts `server.ts start` on a runtime with PORT=0 and waits for its `listening` log line
- * (LOG_LEVEL is forced to info for that line; pass LOG_LEVEL in env to override after start is
- * detected through a probe instead).
+ * The command line that starts Steward on a runtime as its users start it: on Node through the
+ * launcher (`./steward start`, `npm start`), which runs the esbuild bundle in .build/; on Bun and
+ * Deno from the TypeScript sources, which they run natively. Not through tsx on Node: tsx compiles
+ * with esbuild's keepNames, which wraps every function created at run time in a naming call, so
+ * Steward through tsx spent about an eighth more CPU on a refused lead post than the bundle does.
+ */
+export function stewardCommand(runtime: Runtime): [string, string[]] {
+  if (runtime === 'node') return [process.execPath, [join(ROOT, 'cli', 'launch.mjs'), 'start']]
+  return runtimeCommand(runtime, 'server.ts', ['start'])
+}
+
+/**
+ * Starts Steward (`stewardCommand`) on a runtime with PORT=0 and waits for its `listening` log
+ * line (LOG_LEVEL is forced to info for that line; pass LOG_LEVEL in env to override after start
+ * is detected through a probe instead).
  */
 export async function startServer(
   runtime: Runtime,
@@ -82,7 +94,7 @@ export async function startServer(
   /** Send stdout (the JSON log) to this file instead of a pipe to us (as a log collector would). */
   logFile?: string,
 ): Promise<ServerProcess> {
-  const [cmd, args] = runtimeCommand(runtime, 'server.ts', ['start'])
+  const [cmd, args] = stewardCommand(runtime)
   const level = env.LOG_LEVEL ?? 'info'
   if (!logFile && (level === 'info' || level === 'debug')) return startProcess(runtime, cmd, args, { ...env, LOG_LEVEL: level }, timeoutMs)
   // Quieter levels print no "listening" line: choose the port here and poll it instead.
