@@ -75,7 +75,7 @@ export interface ServerProcess {
  * launcher (`./steward start`, `npm start`), which runs the esbuild bundle in .build/; on Bun and
  * Deno from the TypeScript sources, which they run natively. Not through tsx on Node: tsx compiles
  * with esbuild's keepNames, which wraps every function created at run time in a naming call, so
- * Steward through tsx spent about an eighth more CPU on a refused lead post than the bundle does.
+ * Steward through tsx spent 9–12 % more CPU on a refused lead post than the bundle does (A/Bs in both orders).
  */
 export function stewardCommand(runtime: Runtime): [string, string[]] {
   if (runtime === 'node') return [process.execPath, [join(ROOT, 'cli', 'launch.mjs'), 'start']]

@@ -267,6 +267,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
 
   const counters: HandlerCounters = { clientAborts: 0 }
+  const parseable = parseableUrls()
   return {
     counters,
     refuse(error: HttpError, headers?: Headers | null, conn?: ConnectionInfo): Reply {
@@ -294,7 +295,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
         if (!router) return respond(notFound(routed, ctx), request, ctx, started)
         // itty-router's own fetch threw on a URL it cannot parse (Bun builds one from a Host like
         // `a b`); its table is walked here, so the check is made here, the same way.
-        if (!URL.canParse(request.url)) throw new HttpError(400, BAD_TARGET)
+        if (!parseable(request.url)) throw new HttpError(400, BAD_TARGET)
         answer = dispatch(router.routes, routed, ctx)
       } catch (error) {
         return respond(failed(request, error, ctx), request, ctx, started)
@@ -371,6 +372,30 @@ function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
     return handlers[0]!(request, ctx) as Reply | Promise<Reply>
   }
   return undefined
+}
+
+/**
+ * URL.canParse, remembered by scheme and authority: parsing an http(s) URL can fail only there
+ * (a bad host or port), never in its path, query or fragment, and clients send the same few Host
+ * headers. The check was about a microsecond of every routed request. At most 256 authorities are
+ * remembered (a flood of made-up Host headers empties the memory, it never grows it further).
+ */
+function parseableUrls(): (url: string) => boolean {
+  const known = new Map<string, boolean>()
+  return (url) => {
+    const authorityStart = url.indexOf('//') + 2
+    const slash = url.indexOf('/', authorityStart)
+    const authority = slash < 0 ? url : url.slice(0, slash)
+    // Only a plain "scheme://authority": anything else in it is checked on its own, every time.
+    if (authorityStart < 2 || /[?#\\]/.test(authority)) return URL.canParse(url)
+    let answer = known.get(authority)
+    if (answer === undefined) {
+      answer = URL.canParse(url)
+      if (known.size >= 256) known.clear()
+      known.set(authority, answer)
+    }
+    return answer
+  }
 }
 
 function isPromise<T>(value: T | Promise<T>): value is Promise<T> {

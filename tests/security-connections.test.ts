@@ -313,4 +313,30 @@ t.test('what Bun and Deno pass on to the handler is answered the same way', asyn
   t.equal(await response.text(), '{"error":"Bad request target or Host header"}')
   t.equal(response.headers.get('content-security-policy'), JSON_CSP)
   t.equal(response.headers.get('x-content-type-options'), 'nosniff')
+
+  // The parse is remembered by scheme and authority (http/pipeline.ts): every answer stays the
+  // parser's own, the second time too, whatever the path, and for hosts and ports it rejects.
+  const status = async (url: string) => {
+    const answer = await app.fetch({ url, method: 'GET', headers: new Headers() } as unknown as Request, { remoteAddress: '127.0.0.1' })
+    await answer.body?.cancel()
+    return answer.status
+  }
+  for (const [url, expected] of [
+    ['http://a b/health', 400],
+    ['http://a b/policies?x=1', 400],
+    ['http://localhost/health', 200],
+    ['http://localhost:99999/health', 400],
+    ['http://localhost:65535/health', 200],
+    ['http://1.2.3.999/health', 400],
+    ['http://127.0.0.1/health', 200],
+    ['http://[::1/health', 400],
+    ['http://a b?/health', 400],
+    ['http://localhost/%zz/..%2F/no-such-path', 404],
+  ] as const) {
+    t.equal(await status(url), expected, `${url} (first)`)
+    t.equal(await status(url), expected, `${url} (again)`)
+  }
+  // More made-up authorities than are remembered: each still gets the parser's answer.
+  for (let i = 0; i < 300; i++) t.equal(await status(`http://host-${i}:${70000 + i}/health`), 400)
+  t.equal(await status('http://localhost/health'), 200, 'a known host after the flood')
 })
