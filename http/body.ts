@@ -46,10 +46,10 @@ export function readText(request: Request, limit: number, timeoutMs: number): Pr
 
 /**
  * Where a runtime adapter may leave the request's raw byte stream for the body reader: on Node,
- * cli/serve.ts puts the IncomingMessage here. Read from it, a body of declared length arrives as
- * the Buffer the HTTP parser made, decoded in place; the adapter's `arrayBuffer()` copies it into
- * a fresh ArrayBuffer first, which cost about a twentieth of a refused lead post's CPU (measured
- * in docs/architecture.md). Embedders need not set it: the standard Request body is read instead.
+ * cli/serve.ts puts the IncomingMessage here. Read from it, a body arrives as the Buffers the HTTP
+ * parser made and is decoded in place; the adapter's `arrayBuffer()` copies it into a fresh
+ * ArrayBuffer first, which cost about a tenth of a refused lead post's CPU (docs/architecture.md,
+ * "Performance idioms"). Embedders need not set it: the standard Request body is read instead.
  */
 export const RAW_BODY: unique symbol = Symbol('steward.rawBody')
 

@@ -377,8 +377,9 @@ function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
 /**
  * URL.canParse, remembered by scheme and authority: parsing an http(s) URL can fail only there
  * (a bad host or port), never in its path, query or fragment, and clients send the same few Host
- * headers. The check was about a microsecond of every routed request. At most 256 authorities are
- * remembered (a flood of made-up Host headers empties the memory, it never grows it further).
+ * headers. The check was about a twentieth of a malformed-key 401's CPU (docs/architecture.md). At
+ * most 256 authorities are remembered (a flood of made-up Host headers empties the memory, it never
+ * grows it further).
  */
 function parseableUrls(): (url: string) => boolean {
   const known = new Map<string, boolean>()
