@@ -86,14 +86,14 @@ const DIGITS = /^\d+$/
 /**
  * The body from the adapter's raw stream, chunk by chunk, cut off past the limit (the HTTP parser
  * frames it: by its declared length, or chunked). It ends with `end`; a `close` or `error` first is
- * the client going away. Past the limit, or after a 408, the listeners are removed and the rest is
- * left to the connection's close, as with a cancelled stream.
+ * the client going away. Past the limit the listeners are removed and the rest is left to the
+ * connection's close. After a 408 they stay until that close (the 408 closes the connection),
+ * which settles this read when nobody listens to it any more.
  */
 function readRaw(raw: RawBodySource, limit: number): Promise<Uint8Array> {
-  if (raw.destroyed && !raw.readableEnded) return Promise.reject(new ClientAbortError('The client closed the connection while sending the request body'))
+  if (raw.destroyed && !raw.readableEnded) return Promise.reject(clientGone())
   return new Promise<Uint8Array>((resolve, reject) => {
-    let first: Uint8Array | null = null
-    let chunks: Uint8Array[] | null = null
+    const chunks: Uint8Array[] = []
     let size = 0
     const stop = () => {
       raw.off('data', onData)
@@ -107,18 +107,17 @@ function readRaw(raw: RawBodySource, limit: number): Promise<Uint8Array> {
         stop()
         return reject(tooLarge(limit))
       }
-      if (first === null) first = chunk
-      else (chunks ??= [first]).push(chunk)
+      chunks.push(chunk)
     }
     const onEnd = () => {
       stop()
-      resolve(chunks !== null ? concat(chunks, size) : (first ?? new Uint8Array(0)))
+      resolve(joined(chunks, size))
     }
     // `close` before `end`: the connection went away mid-body (Node emits `end` first otherwise).
     const onClose = () => (raw.readableEnded ? onEnd() : onError(new Error('closed before the body ended')))
     const onError = (error: Error) => {
       stop()
-      reject(new ClientAbortError('The client closed the connection while sending the request body', { cause: error }))
+      reject(clientGone(error))
     }
     raw.on('data', onData)
     raw.on('end', onEnd)
@@ -147,7 +146,7 @@ async function readStream(request: Request, limit: number, opened: (reader: Read
     reader.cancel().catch(() => {})
     throw error
   }
-  return chunks.length === 1 ? chunks[0]! : concat(chunks, size)
+  return joined(chunks, size)
 }
 
 /**
@@ -158,7 +157,12 @@ async function readStream(request: Request, limit: number, opened: (reader: Read
  */
 function clientFailure(error: unknown): never {
   if (error instanceof HttpError) throw error
-  throw new ClientAbortError('The client closed the connection while sending the request body', { cause: error })
+  throw clientGone(error)
+}
+
+/** The error of a body that stopped because the client went away. */
+function clientGone(cause?: unknown): ClientAbortError {
+  return new ClientAbortError('The client closed the connection while sending the request body', { cause })
 }
 
 function decodeUtf8(bytes: Uint8Array): string {
@@ -168,6 +172,11 @@ function decodeUtf8(bytes: Uint8Array): string {
   } catch {
     throw new HttpError(400, 'Request body is not valid UTF-8')
   }
+}
+
+/** The chunks of a body as one array: a single chunk as it is, none as an empty array. */
+function joined(chunks: Uint8Array[], size: number): Uint8Array {
+  return chunks.length === 1 ? chunks[0]! : concat(chunks, size)
 }
 
 function concat(chunks: Uint8Array[], size: number): Uint8Array {
