@@ -232,8 +232,10 @@ t.test('two processes finding the same stale socket: exactly one takes the direc
 t.test('a lock reports once when its socket file is removed or replaced, and not after release', async (t) => {
   const { mkdirSync, renameSync, unlinkSync } = await import('node:fs')
   const { createServer } = await import('node:net')
+  // Waits for a report, at most 10 s: a watch that never reports fails the assertion after it.
   const waitFor = (reasons: string[]) => new Promise<void>((resolve) => {
-    const poll = setInterval(() => reasons.length > 0 && (clearInterval(poll), resolve()), 5)
+    const deadline = Date.now() + 10_000
+    const poll = setInterval(() => (reasons.length > 0 || Date.now() > deadline) && (clearInterval(poll), resolve()), 5)
   })
 
   const removedDir = join(root, 'watch-removed')
