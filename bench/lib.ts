@@ -77,7 +77,7 @@ export interface ServerProcess {
  * with esbuild's keepNames, which wraps every function created at run time in a naming call, so
  * Steward through tsx spent 9–12 % more CPU on a refused lead post than the bundle does (A/Bs in both orders).
  */
-export function stewardCommand(runtime: Runtime): [string, string[]] {
+function stewardCommand(runtime: Runtime): [string, string[]] {
   if (runtime === 'node') return [process.execPath, [join(ROOT, 'cli', 'launch.mjs'), 'start']]
   return runtimeCommand(runtime, 'server.ts', ['start'])
 }

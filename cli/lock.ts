@@ -19,7 +19,7 @@ const MAX_SOCKET_PATH = 107
 const PROBE_TIMEOUT_MS = 3_000
 const GUARD_WAIT_MS = 3_000
 /** How often a holder checks that its socket file is still its own, where no file watch tells it at once. */
-export const LOST_CHECK_MS = 500
+const LOST_CHECK_MS = 500
 
 export type HolderRole = 'server' | 'command'
 

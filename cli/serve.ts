@@ -10,7 +10,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Config } from '../config.ts'
 import type { ConnectionInfo } from '../http/context.ts'
-import { RAW_BODY, type RawBodySource } from '../http/body.ts'
+import { attachRawBody } from '../http/body.ts'
 import { BAD_TARGET, connectNotSupported, HttpError, REASON } from '../http/errors.ts'
 import type { FetchHandler } from '../http/pipeline.ts'
 import type { Reply } from '../http/reply.ts'
@@ -118,8 +118,8 @@ async function serveNode(app: Handler, config: Config, tls: Tls): Promise<Served
   // synchronously from inside the listener when that fails, with the error only.
   let building: { incoming: IncomingMessage; outgoing: ServerResponse } | null = null
   const listener = getRequestListener((request, env) => {
-    // The body reader takes the body from the IncomingMessage itself (http/body.ts, RAW_BODY).
-    ;(request as Request & { [RAW_BODY]?: RawBodySource })[RAW_BODY] = env.incoming
+    // The body reader takes the body from the IncomingMessage itself (attachRawBody in http/body.ts).
+    attachRawBody(request, env.incoming)
     return app.fetch(request, connOf(env.incoming.socket))
   }, {
     hostname: config.host,

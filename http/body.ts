@@ -51,7 +51,7 @@ export function readText(request: Request, limit: number, timeoutMs: number): Pr
  * ArrayBuffer first, which cost about a tenth of a refused lead post's CPU (docs/architecture.md,
  * "Performance idioms"). Embedders need not set it: the standard Request body is read instead.
  */
-export const RAW_BODY: unique symbol = Symbol('steward.rawBody')
+const RAW_BODY: unique symbol = Symbol('steward.rawBody')
 
 /** The part of Node's IncomingMessage the body reader uses. */
 export interface RawBodySource {
@@ -62,13 +62,20 @@ export interface RawBodySource {
   off(event: string, listener: (...args: any[]) => void): unknown
 }
 
+type WithRawBody = Request & { [RAW_BODY]?: RawBodySource }
+
+/** Leaves the request's raw byte stream for the body reader (a runtime adapter's step). */
+export function attachRawBody(request: Request, source: RawBodySource): void {
+  ;(request as WithRawBody)[RAW_BODY] = source
+}
+
 function readBytes(
   request: Request,
   limit: number,
   declared: string | null,
   opened: (reader: ReadableStreamDefaultReader<Uint8Array>) => void,
 ): Promise<Uint8Array> {
-  const raw = (request as Request & { [RAW_BODY]?: RawBodySource })[RAW_BODY]
+  const raw = (request as WithRawBody)[RAW_BODY]
   if (raw !== undefined && !raw.readableDidRead) return readRaw(raw, limit)
   if (declared !== null && DIGITS.test(declared)) {
     // A declared length within the limit bounds the read (the HTTP parser frames the body by it),

@@ -14,7 +14,7 @@
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
-import { RAW_BODY, readText, type RawBodySource } from '../../http/body.ts'
+import { attachRawBody, readText, type RawBodySource } from '../../http/body.ts'
 import { pathOf } from '../../http/pipeline.ts'
 import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
 
@@ -94,7 +94,7 @@ function fetch(request: Request, env: { incoming: RawBodySource }): Response | P
   }
   if (path === '/demo-request' && request.method === 'POST') {
     // As cli/serve.ts hands it to Steward: the body is read from the IncomingMessage itself.
-    ;(request as Request & { [RAW_BODY]?: RawBodySource })[RAW_BODY] = env.incoming
+    attachRawBody(request, env.incoming)
     return lead(request)
   }
   return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
