@@ -31,9 +31,9 @@ const auditVerify: Command = {
     '"FAILED" with the kind of mismatch and the first seal that does not hold. Rows written after\n' +
     'the latest seal are not covered yet. A database superuser can rewrite rows and seals alike:\n' +
     'compare the printed sha256 with the one you kept.',
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const only = orgOption(options)
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (only) await requireOrganization(db, only)
       const orgs = only ? [only] : await sealedOrganizations(db)
       let failed = 0
@@ -57,9 +57,9 @@ const auditSeal: Command = {
   name: 'audit seal',
   summary: 'seal the audit events and decisions written since the last seal, now',
   options: { org: { ...ORG, description: 'only this organization (default: every organization with new rows)' } },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const only = orgOption(options)
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (only) await requireOrganization(db, only)
       const outcome = only ? await sealOrganization(db, only, new Date()) : null
       const seals = outcome ? ('sealed' in outcome ? [outcome.sealed] : []) : await sealAll(db, new Date())

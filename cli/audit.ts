@@ -130,14 +130,14 @@ const auditExport: Command = {
   },
   notes:
     'Oldest first, in event_id order, a page of 1,000 at a time. Events still being written when the export starts wait for the next one. The export is recorded (audit_exports and an audit.exported event); one without --from and --to lets `audit prune` delete what it covered.',
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const organizationId = orgOption(options)
     const format = options.format as 'ndjson' | 'csv'
     const from = timeOption(options, 'from')
     const to = timeOption(options, 'to')
     if (from && to && from.getTime() >= to.getTime()) throw new UsageError('--from must be before --to')
     const path = text(options, 'output') || null
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (!(await findOrganization(db, organizationId))) throw new UsageError(`no organization ${organizationId}`)
       // Opened once the organization is known: a failed export leaves no file.
       const output = path ? await openOutput(path) : null
@@ -164,9 +164,9 @@ const auditPrune: Command = {
   options: { org: ORG },
   notes:
     'Deletes whole sealed ranges only (every event of a range must be older than the retention), and only when a complete `audit export` (no --from/--to) covered every one of them; otherwise it deletes nothing and exits 1. Records an audit.pruned event.',
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const organizationId = orgOption(options)
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (!(await findOrganization(db, organizationId))) throw new UsageError(`no organization ${organizationId}`)
       const outcome = await pruneAuditEvents(db, organizationId, new Date())
       switch (outcome.kind) {

@@ -17,7 +17,7 @@ import { createInterface } from 'node:readline'
 import type { Config } from '../config.ts'
 import type { DatabaseHandle } from '../storage/connect.ts'
 import { CommandFailed, type Env, type Io, type RunCommand } from './command.ts'
-import { insideRunningServer, usesDataDir, withLentDatabase } from './database.ts'
+import { usesDataDir } from './database.ts'
 import { DataDirHeldError, probeHolder, socketPath, type ConnectionHandler } from './lock.ts'
 import { readPasswordInput } from './prompt.ts'
 
@@ -38,7 +38,7 @@ const MAX_MESSAGE_LENGTH = 1000
  * A directory held by anything other than a server fails at once.
  */
 export async function forwardToRunningServer(commandName: string, argv: readonly string[], config: Config, io: Io, env: Env): Promise<number | null> {
-  if (!usesDataDir(config) || RUN_HERE.has(commandName) || insideRunningServer()) return null
+  if (!usesDataDir(config) || RUN_HERE.has(commandName)) return null
   const path = socketPath(config.dataDir)
   const holder = await probeHolder(path)
   if (!holder) return null
@@ -174,7 +174,7 @@ async function carryOut(
   try {
     // Key and user commands name each changed credential as soon as it is committed, before they
     // report success: a revoked key fails from the very next request, not when the cache ages out.
-    code = await withLentDatabase(handle, () => runCommand(argv as string[], env, io, { config, credentialsChanged: (id) => forgetCredentials(id) }))
+    code = await runCommand(argv as string[], env, io, { config, credentialsChanged: (id) => forgetCredentials(id), database: handle })
   } catch {
     code = 1
   } finally {

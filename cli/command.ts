@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
 import type { FetchHandler } from '../http/pipeline.ts'
 import type { Logger } from '../log.ts'
+import type { DatabaseHandle } from '../storage/connect.ts'
 import type { RateLimitStore } from '../storage/ratelimits.ts'
 import type { Database } from '../storage/schema.ts'
 
@@ -49,6 +50,8 @@ export interface CommandContext {
   readonly buildApp?: BuildApp
   /** Product API work that commands share with routes, handed in by server.ts. */
   readonly operations?: ProductOperations
+  /** The running server's open database, when that server carries the command out (cli/database.ts). */
+  readonly database?: DatabaseHandle
 }
 
 /**
@@ -68,7 +71,7 @@ export type RunCommand = (
   argv: readonly string[],
   env: Env,
   io: Io,
-  options: { readonly config: Config; readonly credentialsChanged: (id: string) => void; readonly operations?: ProductOperations },
+  options: { readonly config: Config; readonly credentialsChanged: (id: string) => void; readonly operations?: ProductOperations; readonly database: DatabaseHandle },
 ) => Promise<number>
 
 /** What `start` serves: a fetch handler with one start()/close() pair for its background work. */

@@ -1,6 +1,5 @@
 // The database an operator command works on: the configured one, migrated, closed afterwards —
 // or, when a running server carries the command out, that server's open database.
-import { AsyncLocalStorage } from 'node:async_hooks'
 import type { Config } from '../config.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
 import { createJsonLogger, type Logger } from '../log.ts'
@@ -9,23 +8,23 @@ import { migrateToLatest } from '../storage/migrate.ts'
 import { holdingEventLoop } from './event-loop.ts'
 import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'
 
-const lent = new AsyncLocalStorage<DatabaseHandle>()
-
-/** Runs `work` with every `withDatabase` inside it using `handle` (already open and migrated). */
-export function withLentDatabase<T>(handle: DatabaseHandle, work: () => Promise<T>): Promise<T> {
-  return lent.run(handle, work)
-}
-
-/** True inside `withLentDatabase`: the command is being carried out by a running server. */
-export function insideRunningServer(): boolean {
-  return lent.getStore() !== undefined
+/** Where a command works: the configuration, and the running server's database when it carries the command out. */
+export interface CommandDatabase {
+  readonly config: Config
+  /**
+   * The open, migrated database of the running server that carries the command out; absent when
+   * the command runs alone. Handed down explicitly, never through AsyncLocalStorage: on Node 20
+   * its first `run` turns on a hook for every promise and async resource the process makes from
+   * then on, and every request of the server that had carried out one command cost about 15 %
+   * more CPU until it restarted (docs/architecture.md).
+   */
+  readonly database?: DatabaseHandle | undefined
 }
 
 /** Opens the configured database, migrated, for one command; closes it afterwards. */
-export async function withDatabase<T>(config: Config, work: (handle: DatabaseHandle, applied: string[]) => Promise<T>): Promise<T> {
-  const handle = lent.getStore()
+export async function withDatabase<T>({ config, database }: CommandDatabase, work: (handle: DatabaseHandle, applied: string[]) => Promise<T>): Promise<T> {
   // The server migrated at start: nothing is left to apply.
-  if (handle) return await work(handle, [])
+  if (database) return await work(database, [])
   const opened = await openLockedDatabase(config, 'command', createJsonLogger('warn'))
   try {
     return await work(opened.handle, opened.applied)

@@ -59,13 +59,13 @@ const agentCreate: Command = {
     name: { type: 'string', value: 'NAME', description: 'display name', default: '' },
     description: { type: 'string', value: 'TEXT', description: 'what the agent is for', default: '' },
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = orgOption(options)
     const handle = handleOption(options)
     const name = text(options, 'name')
     const description = text(options, 'description')
     if (name.length > 200 || description.length > 2000) throw new UsageError('--name has at most 200 characters, --description at most 2000')
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       await requireOrganization(db, orgId)
       let agent: Agent
       try {
@@ -90,10 +90,10 @@ const agentList: Command = {
     status: { type: 'string', value: 'STATUS', description: 'only agents in this status', choices: ['active', 'suspended', 'discovered'] },
     format: FORMAT,
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = orgOption(options)
     const status = typeof options.status === 'string' ? (options.status as Agent['status']) : null
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       await requireOrganization(db, orgId)
       const agents = await listAgents(db, orgId, { status, after: null, limit: config.maxAgentsPerOrg })
       if (options.format === 'json') {
@@ -115,11 +115,11 @@ const agentSuspend: Command = {
     handle: { type: 'string', value: 'HANDLE', description: 'the agent to suspend', required: true },
     resume: { type: 'boolean', description: 'set the agent active instead' },
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = orgOption(options)
     const handle = handleOption(options)
     const status = options.resume === true ? 'active' : 'suspended'
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       await requireOrganization(db, orgId)
       const agent = await findAgentByHandle(db, orgId, handle)
       if (!agent) throw new UsageError(`no agent ${handle} in ${orgId}`)
@@ -140,13 +140,13 @@ const decisionList: Command = {
     limit: { type: 'string', value: 'N', description: 'at most N decisions (1 to 10000)', default: '100' },
     format: FORMAT,
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = orgOption(options)
     const agent = options.agent === undefined ? null : handleOption(options, 'agent')
     const rawLimit = text(options, 'limit')
     if (!/^\d{1,5}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 10_000) throw new UsageError('--limit must be a whole number from 1 to 10000')
     const filter = { agentHandle: agent, agentId: null, action: null, decision: (options.decision as DecisionRecord['decision'] | undefined) ?? null, from: null, to: null }
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       await requireOrganization(db, orgId)
       const rows = await listDecisions(db, orgId, filter, { after: null, limit: Number(rawLimit) })
       if (options.format === 'json') {
@@ -168,10 +168,10 @@ const approvalList: Command = {
     status: { type: 'string', value: 'STATUS', description: 'only approvals in this state (as of now)', choices: ['pending', 'approved', 'denied', 'expired', 'cancelled', 'consumed'], default: 'pending' },
     format: FORMAT,
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = orgOption(options)
     const status = text(options, 'status') as ApprovalRecord['status']
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       await requireOrganization(db, orgId)
       const rows = await listApprovals(db, orgId, { status, agentId: null }, new Date(), { after: null, limit: 10_000 })
       if (options.format === 'json') {
@@ -194,13 +194,13 @@ function approvalVote(kind: 'approve' | 'deny'): Command {
       as: { type: 'string', value: 'EMAIL', description: 'the member who decides', required: true },
       note: { type: 'string', value: 'TEXT', description: 'why (at most 1000 characters)' },
     },
-    async run({ options, config, io }) {
+    async run({ options, config, io, database }) {
       const orgId = orgOption(options)
       const id = text(options, 'id')
       if (!UUID.test(id)) throw new UsageError('--id must be a UUID')
       const note = typeof options.note === 'string' ? options.note : null
       if (note !== null && (note.length > 1000 || note.includes('\u0000'))) throw new UsageError('--note has at most 1000 characters and no NUL')
-      return withDatabase(config, async ({ db }) => {
+      return withDatabase({ config, database }, async ({ db }) => {
         await requireOrganization(db, orgId)
         const user = await findUserByEmail(db, text(options, 'as'))
         const member = user ? await findMember(db, orgId, user.id) : null

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig, type Config } from '../config.ts'
 import { forwardToRunningServer } from './channel.ts'
 import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsHelp, type BuildApp, type Command, type Env, type Io, type ProductOperations, type RunCommand } from './command.ts'
 import { withDatabase } from './database.ts'
+import type { DatabaseHandle } from '../storage/connect.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
 import { healthCommand } from './health.ts'
 import { auditCommands } from './audit.ts'
@@ -40,8 +41,8 @@ const migrate: Command = {
   name: 'migrate',
   summary: 'bring the database schema up to date and exit',
   options: {},
-  async run({ config, io }) {
-    return withDatabase(config, async (_handle, applied) => {
+  async run({ config, io, database }) {
+    return withDatabase({ config, database }, async (_handle, applied) => {
       io.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n')
       return 0
     })
@@ -58,7 +59,7 @@ const leadsExport: Command = {
     format: { type: 'string', value: 'FORMAT', description: 'CSV (spreadsheet-safe) or one JSON object per line', choices: ['csv', 'ndjson'], default: 'csv' },
     output: { type: 'string', value: 'FILE', description: 'write to FILE instead of stdout; it appears only once the export is complete' },
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const list = options.list as (typeof LISTS)[number]
     const format = options.format as 'csv' | 'ndjson'
     const path = typeof options.output === 'string' && options.output !== '' ? options.output : null
@@ -66,7 +67,7 @@ const leadsExport: Command = {
     const output = path ? await openOutput(path) : null
     const out = output ? output.stream : (io.stdout as unknown as import('node:stream').Writable)
     try {
-      const count = await withDatabase(config, (handle) =>
+      const count = await withDatabase({ config, database }, (handle) =>
         exportLeads(handle.db, {
           lists: list === 'all' ? ['demo', 'newsletter'] : [list],
           format,
@@ -157,6 +158,8 @@ export interface CliOptions {
   readonly buildApp?: BuildApp
   /** See CommandContext.operations: given by the composition root (server.ts). */
   readonly operations?: ProductOperations
+  /** See CommandContext.database: the running server carrying the command out, which never forwards it. */
+  readonly database?: DatabaseHandle
 }
 
 export async function runCli(argv: readonly string[], env: Env, io: Io = process, cli: CliOptions = {}): Promise<number> {
@@ -175,10 +178,20 @@ export async function runCli(argv: readonly string[], env: Env, io: Io = process
   try {
     const options = parseOptions(command, rest)
     const config = cli.config ?? loadConfig(env)
-    const forwarded = await forwardToRunningServer(command.name, argv, config, io, env)
+    const { credentialsChanged, buildApp, operations, database } = cli
+    // The running server carrying a command out never hands it on again.
+    const forwarded = database ? null : await forwardToRunningServer(command.name, argv, config, io, env)
     if (forwarded !== null) return forwarded
-    const { credentialsChanged, buildApp, operations } = cli
-    return await command.run({ options, config, io, env, ...(credentialsChanged ? { credentialsChanged } : {}), ...(buildApp ? { buildApp } : {}), ...(operations ? { operations } : {}) })
+    return await command.run({
+      options,
+      config,
+      io,
+      env,
+      ...(credentialsChanged ? { credentialsChanged } : {}),
+      ...(buildApp ? { buildApp } : {}),
+      ...(operations ? { operations } : {}),
+      ...(database ? { database } : {}),
+    })
   } catch (error) {
     return report(command, error, io)
   }

@@ -71,7 +71,7 @@ const policyReplay: Command = {
     limit: { type: 'string', value: 'N', description: `the newest N decisions in the window, 1 to ${MAX_REPLAY}`, default: '10000' },
   },
   notes: 'The answer is {"evaluated", "changed": {"<old>→<new>": n}, "sample": [...]}, as POST /policies/replay gives it.\nNothing is written. Drafts are checked like POST /policies; a problem names the draft.',
-  async run({ options, config, io, operations }) {
+  async run({ options, config, io, operations, database }) {
     if (!operations) throw new CommandFailed('policy replay needs the product API: run it through server.ts')
     const orgId = text(options, 'org') ?? ''
     if (!UUID.test(orgId)) throw new UsageError('--org must be a UUID')
@@ -80,7 +80,7 @@ const policyReplay: Command = {
     const limit = limitOption(options)
     const drafts = await readDrafts(text(options, 'file') ?? '')
     const body = { policies: drafts, ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }), ...(limit === undefined ? {} : { limit }) }
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       const organizationId = orgId.toLowerCase()
       if (!(await findOrganization(db, organizationId))) throw new UsageError(`no organization ${orgId}`)
       let answer: ReplayAnswer

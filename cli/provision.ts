@@ -82,13 +82,13 @@ const orgCreate: Command = {
   },
   notes: PASSWORD_NOTE,
   async run(context) {
-    const { options, config, io } = context
+    const { options, config, io, database } = context
     const name = text(options, 'name').trim()
     if (name === '' || name.length > 200) throw new UsageError('--name must have 1 to 200 characters')
     const email = emailOption(options, 'owner-email')
     const password = await readPassword(context, 'owner-password')
     const hash = await hashPassword(password, config.passwordHashCost)
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       const now = new Date()
       const result = await db.transaction().execute(async (trx) => {
         const org = await createOrganization(trx, name, now)
@@ -115,11 +115,11 @@ const userAdd: Command = {
   },
   notes: `${PASSWORD_NOTE}\nAn existing account keeps its password. The organization always keeps at least one Owner.`,
   async run(context) {
-    const { options, config, io } = context
+    const { options, config, io, database } = context
     const orgId = uuidOption(options, 'org')
     const email = emailOption(options, 'email')
     const role = options.role as Role
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const now = new Date()
       let user = await findUserByEmail(db, email)
@@ -150,13 +150,13 @@ const keyCreate: Command = {
     name: { type: 'string', value: 'NAME', description: 'a label shown in listings', default: 'API key' },
     'expires-in-days': { type: 'string', value: 'DAYS', description: 'stop the key after DAYS days (1 to 3650; default: never)' },
   },
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = uuidOption(options, 'org')
     const role = options.role as Role
     const name = text(options, 'name').trim()
     if (name === '' || name.length > 200) throw new UsageError('--name must have 1 to 200 characters')
     const expiresAt = expiryOption(options, Date.now())
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const { key, secret } = await createApiKey(db, { organizationId: orgId, name, role, createdByUserId: null, createdByKeyId: null, expiresAt }, new Date(), BY_OPERATOR)
       io.stderr.write(`created key ${key.id} (${role}${expiresAt ? `, expires ${expiresAt.toISOString()}` : ''}); the secret below is shown once\n`)
@@ -174,12 +174,12 @@ const keyRotate: Command = {
     'grace-seconds': { type: 'string', value: 'SECONDS', description: 'keep the old key working SECONDS more, up to 604800', default: '0' },
   },
   async run(context) {
-    const { options, config, io } = context
+    const { options, config, io, database } = context
     const keyId = uuidOption(options, 'key')
     const rawGrace = text(options, 'grace-seconds')
     if (!/^\d+$/.test(rawGrace) || Number(rawGrace) > 604_800) throw new UsageError('--grace-seconds must be a whole number up to 604800')
     const grace = Number(rawGrace)
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       const old = await findApiKeyById(db, keyId)
       if (!old || old.revoked_at) throw new UsageError(`no active key ${keyId}`)
       const now = Date.now()
@@ -199,9 +199,9 @@ const keyRevoke: Command = {
   summary: 'revoke a key and every token minted from it',
   options: { key: KEY },
   async run(context) {
-    const { options, config, io } = context
+    const { options, config, io, database } = context
     const keyId = uuidOption(options, 'key')
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       const key = await findApiKeyById(db, keyId)
       if (!key) throw new UsageError(`no key ${keyId}`)
       // Also revokes every key this one issued; servers drop cached lookups of each.
@@ -221,9 +221,9 @@ const keyList: Command = {
     format: { type: 'string', value: 'FORMAT', description: 'aligned columns for people, or a JSON array for scripts', choices: ['table', 'json'], default: 'table' },
   },
   notes: 'State is active, rotating (stops AT) for a replaced key in its grace, expired, or revoked.\nCreator is the email of the user who made the key, key:ID for a key, or operator.',
-  async run({ options, config, io }) {
+  async run({ options, config, io, database }) {
     const orgId = uuidOption(options, 'org')
-    return withDatabase(config, async ({ db }) => {
+    return withDatabase({ config, database }, async ({ db }) => {
       if (!(await findOrganization(db, orgId))) throw new UsageError(`no organization ${orgId}`)
       const keys = await listApiKeys(db, orgId)
       const emails = await findUserEmails(db, keys.flatMap((key) => (key.created_by_key_id === null && key.created_by_user_id !== null ? [key.created_by_user_id] : [])))

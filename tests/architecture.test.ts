@@ -113,6 +113,14 @@ t.test('no import cycle', async (t) => {
   t.same(cycles(graph), [])
 })
 
+t.test('no source file uses node:async_hooks (on Node 20 one AsyncLocalStorage.run slows every later request)', async (t) => {
+  // Its first run() turns on a hook for every promise and async resource of the process, for
+  // good: a server that had carried out one operator command that way spent about 15 % more CPU
+  // on each request until it restarted (docs/architecture.md). State goes down as arguments.
+  const users = [...graph.keys()].filter((file) => /['"](?:node:)?async_hooks['"]/.test(readFileSync(join(ROOT, file), 'utf8')))
+  t.same(users, [])
+})
+
 t.test('storage, cli and http never import routes; nothing imports server.ts', async (t) => {
   const into = (prefix: string) => [...graph].flatMap(([from, to]) => to.filter((x) => x.startsWith(prefix)).map((x) => `${from} → ${x}`))
   t.same(into('routes/').filter((line) => !line.startsWith('routes/') && !line.startsWith('server.ts')), [])

@@ -1,7 +1,7 @@
 // The audit operator commands: operator commands are recorded with actor operator; audit export
 // (NDJSON and CSV, exact contents, paged, recorded) and audit prune (refuses without an export,
 // deletes whole sealed ranges after one). Runs on the test database (PGlite or PostgreSQL): the
-// commands use it through withLentDatabase, as they do inside a running server.
+// commands are handed it (runCli's `database`), as they are inside a running server.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,7 +9,6 @@ import { sql } from 'kysely'
 import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { csvCell, exportAuditEvents } from '../cli/audit.ts'
-import { withLentDatabase } from '../cli/database.ts'
 import { runCli } from '../cli/main.ts'
 import { BY_OPERATOR, recordEvent } from '../storage/audit.ts'
 import { captured, openTestDatabase } from './helpers.ts'
@@ -21,7 +20,7 @@ const { db } = database
 const env = { DATA_DIR: join(dir, 'data'), PASSWORD_HASH_COST: '10', LOG_LEVEL: 'warn', STEWARD_PASSWORD: 'correct horse battery' }
 
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  return captured((io) => withLentDatabase(database, () => runCli(argv, env, io)))
+  return captured((io) => runCli(argv, env, io, { database }))
 }
 
 async function rows(orgId: string): Promise<any[]> {
