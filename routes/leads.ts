@@ -10,7 +10,7 @@ import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit } from '../storage/leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
-import { createRateLimiter, rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
+import { createRateLimiter, rateLimitHeaders, type RateLimitDecision, type RateLimiter } from './ratelimit.ts'
 
 const MISSING_FIELDS = 'Missing required fields'
 const INVALID_EMAIL = 'Invalid email'
@@ -125,11 +125,12 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
   // Per-client throttle (OWASP API6): refuses a flood before reading its body. A flood of
   // submissions (429) and of bad bodies (400, 413, 415) is the load these public routes expect:
   // their refusals are returned, not thrown (docs/architecture.md).
-  function throttle(ctx: RequestContext): Record<string, string> | HttpError {
+  // The RateLimit headers go on the 429 and on a stored submission's 200 or 409; a refused body
+  // (400, 413, 415) carries none, so they are written only once the answer is one of those.
+  function throttle(ctx: RequestContext): RateLimitDecision | HttpError {
     const decision = limiter.take(`lead:${ctx.clientKey}`, ctx.now)
-    const headers = rateLimitHeaders('leads', limiter.rule, decision)
-    if (!decision.allowed) return new HttpError(429, 'Too many submissions from this client; retry later', { headers })
-    return headers
+    if (decision.allowed) return decision
+    return new HttpError(429, 'Too many submissions from this client; retry later', { headers: rateLimitHeaders('leads', limiter.rule, decision) })
   }
 
   /**
@@ -139,11 +140,11 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
    */
   function leadForm<S extends v.GenericSchema>(doc: BodyDoc<S>, store: (lead: v.InferOutput<S>, ctx: RequestContext) => Promise<boolean>) {
     return (request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> => {
-      const headers = throttle(ctx)
-      if (headers instanceof HttpError) return headers
-      return readInputOrRefusal(request, ctx, doc).then(async (lead) => {
+      const decision = throttle(ctx)
+      if (decision instanceof HttpError) return decision
+      return readInputOrRefusal(request, ctx, doc).then((lead) => {
         if (lead instanceof HttpError) return lead
-        return (await store(lead, ctx)) ? json(200, OK, headers) : json(409, ALREADY, headers)
+        return store(lead, ctx).then((stored) => json(stored ? 200 : 409, stored ? OK : ALREADY, rateLimitHeaders('leads', limiter.rule, decision)))
       })
     }
   }
