@@ -46,7 +46,7 @@ const CONNECTIONS = 10
 const HARD_LIMIT_MS = 25 * 60_000
 const ONLY_DECISIONS = process.env.BENCH_ONLY === 'decisions'
 const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline'
-/** Seconds per latency probe; four probes per route (Steward, raw node:http, raw node:http, Steward). */
+/** Seconds per latency probe; eight probes per route and rate (Steward, raw node:http, raw node:http, Steward, twice). */
 const PROBE_SECONDS = Math.min(2, SECONDS)
 /** The informative latency rate below every server's maximum (requests per second): no queueing at either. */
 const LOW_RATE = 2000
@@ -90,7 +90,7 @@ const NOTES = [
   '- GET /health checks the database (SPEC: a probe that checks the database); concurrent probes share one `select 1` that started after ' +
     'they arrived (the bare fetch function does the same; Fastify still sends one per request), so under load its ceiling is the router and middleware, as for the 404 row.',
   '- Database routes are bounded by PostgreSQL on the same two cores: the bare pg loop does no HTTP at all, so it gets the core the HTTP server would use.',
-  '- Latency: raw node:http alone (bench/targets/raw-http.ts, no framework, no database) had p50 0.074 ms and p99 0.41–3.1 ms at 6,000 req/s on this machine on 2026-11-22: ' +
+  '- Latency: raw node:http alone (bench/targets/raw-http.ts, no framework; then without a database on /health) had p50 0.074 ms and p99 0.41–3.1 ms at 6,000 req/s on this machine on 2026-11-22: ' +
     'stalls of a few ms from sharing two vCPUs set the p99, so p99 / p50 says little here. The latency target therefore compares Steward\'s p99 with raw node:http\'s, ' +
     'probed at the same rate in the same run. Steward\'s own GC at half load: longest pause 0.7 ms on the 404 path, 3.9 ms on GET /policies (about 3 % of the time).',
   '- Other measurements, same machine: `node --import tsx bench/keys.ts` (warm key check cost, revocation delay across processes) and ' +
@@ -213,8 +213,9 @@ try {
     if (!ONLY_PIPELINE && adminUrl) await start('bare-fetch-pglite', () => startProcess('node', cmd, args, { DATABASE_URL: 'memory://' }))
   }
   if (!ONLY_DECISIONS) {
+    // Its /health makes the same shared check against the same database as the bare function's.
     const [cmd, args] = runtimeCommand('node', 'bench/targets/raw-http.ts')
-    await start('raw-http', () => startProcess('node', cmd, args, {}))
+    await start('raw-http', () => startProcess('node', cmd, args, { DATABASE_URL: databaseUrl || 'memory://' }))
   }
   log(`# servers up in ${((Date.now() - started) / 1000).toFixed(1)} s: ${[...urls.keys()].join(', ')}`)
 
@@ -329,14 +330,23 @@ try {
   }
 
   // ---- latency at half load (Steward on Node), raw node:http at the same rate --------------------
-  // The floor this machine sets: raw node:http (no framework, no database) sent the same request at
-  // the same rate, in ABBA order next to Steward's probes (Steward, raw, raw, Steward); the p50 and
-  // p99 of each are the means of its two probes. Stalls from sharing two cores set both p99s, so
-  // the ratio says what Steward adds above them.
+  // The floor this machine sets: raw node:http (no framework; on /health the same shared database
+  // check) sent the same request at the same rate, in ABBA order next to Steward's probes, twice
+  // (Steward, raw, raw, Steward, Steward, raw, raw, Steward); the p50 and p99 of each are the
+  // medians of its four probes. Stalls from sharing two cores set both p99s, so the ratio says
+  // what Steward adds above them. With two probes each and their mean, one stall in one probe
+  // decided a run's ratio (the 400's read 14.1 in one run and 1.3–2.6 in the three around it,
+  // bench/RESULTS.md); a median of four sets aside one stalled probe on either side.
   const latency = new Map<string, { rate: number; steward: Latency; raw: Latency | null }>()
   const lowLatency = new Map<string, { rate: number; steward: Latency; raw: Latency | null }>()
   const quietWaits: number[] = []
-  const meanLatency = (x: Latency, y: Latency): Latency => ({ p50: (x.p50 + y.p50) / 2, p99: (x.p99 + y.p99) / 2, sent: x.sent + y.sent, rate: x.rate, errors: x.errors + y.errors })
+  const medianLatency = (probes: Latency[]): Latency => ({
+    p50: median(probes.map((x) => x.p50)),
+    p99: median(probes.map((x) => x.p99)),
+    sent: probes.reduce((sum, x) => sum + x.sent, 0),
+    rate: probes[0]!.rate,
+    errors: probes.reduce((sum, x) => sum + x.errors, 0),
+  })
   const latencyRoutes = ONLY_DECISIONS ? [] : ONLY_PIPELINE ? [...PIPELINE_ROUTES] : ['health', 'notfound-404', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']
   for (const route of latencyRoutes) {
     const max = rps(route, 'steward-node')
@@ -353,11 +363,15 @@ try {
       return fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS)
     }
     const abba = async (at: number) => {
-      const steward1 = await probe(urls.get('steward-node')!, at)
-      const raw1 = rawBase ? await probe(rawBase, at) : null
-      const raw2 = rawBase ? await probe(rawBase, at) : null
-      const steward2 = await probe(urls.get('steward-node')!, at)
-      return { rate: at, steward: meanLatency(steward1, steward2), raw: raw1 && raw2 ? meanLatency(raw1, raw2) : null }
+      const steward: Latency[] = []
+      const raw: Latency[] = []
+      for (let round = 0; round < 2; round++) {
+        steward.push(await probe(urls.get('steward-node')!, at))
+        if (rawBase) raw.push(await probe(rawBase, at))
+        if (rawBase) raw.push(await probe(rawBase, at))
+        steward.push(await probe(urls.get('steward-node')!, at))
+      }
+      return { rate: at, steward: medianLatency(steward), raw: raw.length ? medianLatency(raw) : null }
     }
     latency.set(route, await abba(rate))
     // The same probes at a rate far below either server's maximum, where neither queues: what
@@ -507,7 +521,7 @@ try {
     'middleware: /health with the same shared database check, the 401 and 400 after the Fastify reference\'s checks with the body read as Steward reads it, ' +
     '404 elsewhere, the same headers); "bare-fetch-pglite" is the same on an in-memory PGlite, beside ' +
     '"steward-pglite" (Steward on Node on a PGlite data directory). "raw-http" is bench/targets/raw-http.ts, node:http alone: on the 404, 401 and 400 rows ' +
-    'it does the Fastify reference\'s work and writes Steward\'s answer with the same headers, on /health a fixed small JSON with no database. ' +
+    'it does the Fastify reference\'s work and writes Steward\'s answer with the same headers, on /health the bare fetch function\'s shared database check and answer. ' +
     '"steward-node-info" is LOG_LEVEL=info (one access-log line per request).')
   const cpuColumns = measured(['steward-node', 'fastify', 'bare-fetch', 'raw-http', 'steward-node-info'], cpu)
   if (cpuColumns.length > 0) {
@@ -520,9 +534,8 @@ try {
   }
   lines.push('', '## Latency at half of the measured maximum (Steward on Node vs raw node:http at the same rate, open loop, ms, machine-specific)', '')
   lines.push(`Fixed-rate probe on 10 raw keep-alive sockets; sends are evenly spaced by a pacing thread. Each route at half of Steward's measured maximum, ` +
-    `to Steward and to raw node:http (bench/targets/raw-http.ts, same request, and on the 404, 401 and 400 the same answer) in the order Steward, raw, raw, Steward, ${PROBE_SECONDS} s each; ` +
-    `p50 and p99 are the means of the two probes of each. Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
-    'Routes marked "database round trip" wait for the database on Steward and not on raw node:http. ' +
+    `to Steward and to raw node:http (bench/targets/raw-http.ts, same request and the same answer; on /health the same shared database check) in the order Steward, raw, raw, Steward, twice, ${PROBE_SECONDS} s each; ` +
+    `p50 and p99 are the medians of the four probes of each. Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
     `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s).`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
   // The goal's rows with a verdict, then the informative ones at LOW_RATE with the ratio alone.

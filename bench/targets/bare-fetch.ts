@@ -1,8 +1,8 @@
 // Benchmark baseline, not product code: a bare fetch function (no router, no middleware, no reply
 // objects) on the same @hono/node-server adapter Steward uses, answering what Steward answers on
 // the routes the pipeline rows measure, with the same headers:
-//   GET /health   the shared database check of routes/health.ts (concurrent probes wait for one
-//                 `select 1` that started after they arrived), then 200 {"status":"ok",…} or 503;
+//   GET /health   the shared database check of routes/health.ts (health-check.ts: concurrent probes
+//                 wait for one `select 1` that started after they arrived), then 200 or 503;
 //   GET /policies with a key that is not of the key format: 401, answered at once, after the
 //                 Fastify reference's check (reference-work.ts);
 //   POST /demo-request whose JSON body misses a field: 400, after reading the body as Steward does
@@ -16,60 +16,15 @@
 import { serve } from '@hono/node-server'
 import { attachRawBody, readText, type RawBodySource } from '../../http/body.ts'
 import { pathOf } from '../../http/pipeline.ts'
+import { healthAnswer, openHealthCheck } from './health-check.ts'
 import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
 
-const CHECK_TIMEOUT_MS = 2000
 // Steward's defaults (BODY_LIMIT_BYTES, BODY_TIMEOUT_MS in the README).
 const BODY_LIMIT = 16_384
 const BODY_TIMEOUT_MS = 10_000
 const JSON_TYPE = 'application/json; charset=utf-8'
 
-/** One `select 1` against the configured database, or null when there is none. */
-async function openProbe(url: string | undefined): Promise<{ probe: () => Promise<unknown>; close: () => Promise<void> } | null> {
-  if (!url) return null
-  if (url === 'memory://' || url === 'memory:') {
-    const { PGlite } = await import('@electric-sql/pglite')
-    const db = new PGlite()
-    await db.waitReady
-    return { probe: () => db.query('select 1'), close: () => db.close() }
-  }
-  const { createPostgresPool } = await import('../../storage/connect.ts')
-  const { silentLogger } = await import('../../log.ts')
-  const pool = await createPostgresPool(url, silentLogger, 10)
-  return { probe: () => pool.query('select 1'), close: () => pool.end() }
-}
-
-const database = await openProbe(process.env.DATABASE_URL)
-
-/** The probe bounded by the same deadline as storage/health.ts. */
-function answers(probe: () => Promise<unknown>): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), CHECK_TIMEOUT_MS)))
-  return Promise.race([probe().then(() => true, () => false), timeout]).finally(() => clearTimeout(timer))
-}
-
-// The same coalescing as routes/health.ts: the check under way, and the one queued behind it
-// that every request arriving meanwhile shares. Never a cached answer.
-let running: Promise<boolean> | null = null
-let next: Promise<boolean> | null = null
-function start(probe: () => Promise<unknown>): Promise<boolean> {
-  const check = answers(probe)
-  running = check
-  void check.then(() => {
-    if (running === check) running = null
-  })
-  return check
-}
-function checkDatabase(): Promise<boolean> {
-  if (database === null) return Promise.resolve(true)
-  const probe = database.probe
-  if (running === null) return start(probe)
-  next ??= running.then(() => {
-    next = null
-    return start(probe)
-  })
-  return next
-}
+const database = await openHealthCheck(process.env.DATABASE_URL)
 
 /** The headers Steward puts on every answer (http/security.ts, http/cors.ts), as a plain record. */
 function headers(extra?: Record<string, string>): Record<string, string> {
@@ -108,12 +63,8 @@ async function lead(request: Request): Promise<Response> {
 }
 
 async function health(): Promise<Response> {
-  if (await checkDatabase()) {
-    const body = JSON.stringify({ status: 'ok', database: 'ok', time: new Date().toISOString() })
-    return new Response(body, { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
-  }
-  const body = JSON.stringify({ status: 'Service Unavailable', error: 'Database unavailable' })
-  return new Response(body, { status: 503, headers: headers({ 'retry-after': '5', 'cache-control': 'no-store' }) })
+  const answer = healthAnswer(await database.check())
+  return new Response(answer.body, { status: answer.status, headers: headers(answer.headers) })
 }
 
 const server = serve(
@@ -122,6 +73,6 @@ const server = serve(
 )
 process.once('SIGTERM', () => {
   const http = server as import('node:http').Server
-  http.close(() => void (database?.close() ?? Promise.resolve()).finally(() => process.exit(0)))
+  http.close(() => void database.close().finally(() => process.exit(0)))
   http.closeAllConnections()
 })
