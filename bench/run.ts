@@ -17,7 +17,7 @@
 // Then the agent-governance sections: POST /decisions (durable write included) against
 // POST /demo-request (new email) on PostgreSQL and on PGlite, the policy engine against cedar-wasm
 // (bench/engine.ts) and a replay of 100,000 logged decisions (bench/replay.ts) on both databases.
-// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 15 minutes on this machine.
+// Then start-up time and memory (bench/startup.ts). Writes bench/RESULTS.md. About 20 minutes on this machine.
 // BENCH_ONLY=pipeline runs only the HTTP pipeline rows (GET /health, 404, 400 bad body, 401 malformed
 // key) on Steward (Node, LOG_LEVEL=warn and info), Fastify, the bare fetch function and raw
 // node:http, with the latency probes: no Bun/Deno, decisions, start-up, approvals or audit. It
@@ -536,6 +536,7 @@ try {
   lines.push(`Fixed-rate probe on 10 raw keep-alive sockets; sends are evenly spaced by a pacing thread. Each route at half of Steward's measured maximum, ` +
     `to Steward and to raw node:http (bench/targets/raw-http.ts, same request and the same answer; on /health the same shared database check) in the order Steward, raw, raw, Steward, twice, ${PROBE_SECONDS} s each; ` +
     `p50 and p99 are the medians of the four probes of each. Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
+    'POST /demo-request (new email) and GET /policies (valid key) wait for the database on Steward and not on raw node:http, which answers them with a fixed small JSON. ' +
     `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s).`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
   // The goal's rows with a verdict, then the informative ones at LOW_RATE with the ratio alone.
