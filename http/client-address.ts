@@ -24,6 +24,28 @@ export function clientRateKey(address: string, ipv6PrefixBits: number): string {
   return bits === 128 ? formatIpv6(masked) : `${formatIpv6(masked)}/${bits}`
 }
 
+/** At most this many addresses are remembered by `rememberedRateKeys`. */
+const REMEMBERED = 1024
+
+/**
+ * `clientRateKey` for one prefix length, remembered per address text: the parse costs about a
+ * microsecond and a client sends many requests (docs/architecture.md). At most 1,024 addresses
+ * are kept; a flood of made-up addresses (possible only through a trusted proxy's forwarded
+ * header) empties the memory instead of growing it.
+ */
+export function rememberedRateKeys(ipv6PrefixBits: number): (address: string) => string {
+  const known = new Map<string, string>()
+  return (address) => {
+    let key = known.get(address)
+    if (key === undefined) {
+      key = clientRateKey(address, ipv6PrefixBits)
+      if (known.size >= REMEMBERED) known.clear()
+      known.set(address, key)
+    }
+    return key
+  }
+}
+
 /** `[v6]:port`, `[v6]`, `a.b.c.d:port` and a zone id (`%eth0`, or `%25eth0` in URL form) are not part of the address. */
 function stripPortAndZone(text: string): string {
   let out = text

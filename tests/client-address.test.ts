@@ -2,7 +2,7 @@
 // spelling of one address the same key. Pure function, no database.
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
-import { clientRateKey } from '../http/client-address.ts'
+import { clientRateKey, rememberedRateKeys } from '../http/client-address.ts'
 
 /** Runs a fast-check property as one assertion, with fast-check's counterexample report on failure. */
 function holds<T>(t: Test, property: fc.IProperty<T>, numRuns: number): void {
@@ -41,6 +41,23 @@ t.test('examples', async (t) => {
     ['64:ff9b::192.0.2.33', 128, '64:ff9b::c000:221'],
   ]
   for (const [address, prefix, key] of cases) t.equal(clientRateKey(address, prefix), key, `${address} /${prefix}`)
+})
+
+t.test('remembered keys are the same keys, for each prefix length, past the memory\'s bound too', async (t) => {
+  const addresses = ['203.0.113.9', '2001:db8:1:2::1', '[2001:db8:1:2::1]:8080', '::ffff:203.0.113.9', 'fe80::1%eth0', 'unknown']
+  for (const prefix of [48, 64, 128]) {
+    const keyOf = rememberedRateKeys(prefix)
+    // Twice each: the second answer comes from the memory.
+    for (const address of [...addresses, ...addresses]) t.equal(keyOf(address), clientRateKey(address, prefix), `${address} /${prefix}`)
+  }
+  // More addresses than it keeps (1,024): the memory empties and the keys stay right.
+  const keyOf = rememberedRateKeys(64)
+  const many = Array.from({ length: 3000 }, (_, i) => `2001:db8:${(i >> 8).toString(16)}:${(i & 255).toString(16)}::1`)
+  const wrong = [...many, ...many.slice(0, 50), ...addresses].filter((address) => keyOf(address) !== clientRateKey(address, 64))
+  t.same(wrong, [])
+  // Two prefix lengths never share answers.
+  t.equal(rememberedRateKeys(48)('2001:db8:1:2::1'), '2001:db8:1::/48')
+  t.equal(rememberedRateKeys(64)('2001:db8:1:2::1'), '2001:db8:1:2::/64')
 })
 
 t.test('what is not an IP address is kept as is, trimmed and bounded', async (t) => {
