@@ -4,6 +4,7 @@
 // and an IPv4-mapped IPv6 address (::ffff:a.b.c.d, as a dual-stack socket reports IPv4 peers) is
 // the IPv4 client it stands for. Spellings of one address (compressed or not, any case, leading
 // zeros, zone id, brackets, a port) all give one key.
+import { BoundedMap } from './bounded-map.ts'
 
 /** A value that is not an IP address (a trusted proxy's odd header) is kept, bounded, as is. */
 const MAX_OTHER_LENGTH = 100
@@ -24,9 +25,6 @@ export function clientRateKey(address: string, ipv6PrefixBits: number): string {
   return bits === 128 ? formatIpv6(masked) : `${formatIpv6(masked)}/${bits}`
 }
 
-/** At most this many addresses are remembered by `rememberedRateKeys`. */
-const REMEMBERED = 1024
-
 /**
  * `clientRateKey` for one prefix length, remembered per address text: the parse costs about a
  * microsecond and a client sends many requests (docs/architecture.md). At most 1,024 addresses
@@ -34,14 +32,10 @@ const REMEMBERED = 1024
  * header) empties the memory instead of growing it.
  */
 export function rememberedRateKeys(ipv6PrefixBits: number): (address: string) => string {
-  const known = new Map<string, string>()
+  const known = new BoundedMap<string, string>(1024)
   return (address) => {
     let key = known.get(address)
-    if (key === undefined) {
-      key = clientRateKey(address, ipv6PrefixBits)
-      if (known.size >= REMEMBERED) known.clear()
-      known.set(address, key)
-    }
+    if (key === undefined) known.set(address, (key = clientRateKey(address, ipv6PrefixBits)))
     return key
   }
 }

@@ -10,6 +10,7 @@ import { buildContext, type ConnectionInfo, type PipelineConfig, type PipelineDe
 import { preflight } from './cors.ts'
 import { BAD_TARGET, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable } from './errors.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
+import { BoundedMap } from './bounded-map.ts'
 import { json, setHeaders, type Reply } from './reply.ts'
 import { finish } from './security.ts'
 
@@ -382,7 +383,7 @@ function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
  * grows it further).
  */
 function parseableUrls(): (url: string) => boolean {
-  const known = new Map<string, boolean>()
+  const known = new BoundedMap<string, boolean>(256)
   return (url) => {
     const authorityStart = url.indexOf('//') + 2
     const slash = url.indexOf('/', authorityStart)
@@ -390,11 +391,7 @@ function parseableUrls(): (url: string) => boolean {
     // Only a plain "scheme://authority": anything else in it is checked on its own, every time.
     if (authorityStart < 2 || /[?#\\]/.test(authority)) return URL.canParse(url)
     let answer = known.get(authority)
-    if (answer === undefined) {
-      answer = URL.canParse(url)
-      if (known.size >= 256) known.clear()
-      known.set(authority, answer)
-    }
+    if (answer === undefined) known.set(authority, (answer = URL.canParse(url)))
     return answer
   }
 }
