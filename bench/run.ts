@@ -9,7 +9,8 @@
 // pg pool) and the Fastify reference (bench/fastify-reference.ts). Then p50/p99 at half of each
 // route's measured maximum (open loop, fixed rate), with raw node:http (bench/targets/raw-http.ts)
 // probed at the same rate in the same run: the target is Steward's p99 ÷ raw node:http's p99. Each
-// latency probe waits for a quiet machine first (load.ts waitForQuiet). Beside the throughput, the
+// latency probe waits for a quiet machine first (load.ts waitForQuiet) and runs with every other
+// server of the run paused (load.ts withPaused). Beside the throughput, the
 // server's CPU time per request (from /proc, Node servers) is reported: the client shares the two
 // cores and can be the limit of a throughput figure; it cannot change what a request cost the server.
 // Database routes need PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
@@ -36,7 +37,7 @@ import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
 import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
-import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, type Latency, type RequestSpec, type Throughput } from './load.ts'
+import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, withPaused, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 2)
@@ -357,10 +358,14 @@ try {
     // Each probe starts on a quiet machine: the throughput rounds before leave work behind (the
     // sealers of both Steward processes catching up with the decisions they logged, PostgreSQL's
     // autovacuum), which would otherwise land in whichever probe came first.
+    // Every other server of the run is paused for the probe (withPaused in load.ts): idle Steward
+    // processes wake for their background work several times a second, which a deployment of one
+    // server does not have, and those wake-ups landed in both servers' p99.
     const probe = async (base: string, at: number) => {
       const quiet = await waitForQuiet()
       quietWaits.push(quiet.waitedMs)
-      return fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS)
+      const others = servers.filter((server) => server.url !== base).flatMap((server) => (server.child.pid === undefined ? [] : [server.child.pid]))
+      return withPaused(others, () => fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS))
     }
     const abba = async (at: number) => {
       const steward: Latency[] = []
@@ -537,7 +542,7 @@ try {
     `to Steward and to raw node:http (bench/targets/raw-http.ts, same request and the same answer; on /health the same shared database check) in the order Steward, raw, raw, Steward, twice, ${PROBE_SECONDS} s each; ` +
     `p50 and p99 are the medians of the four probes of each. Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
     'POST /demo-request (new email) and GET /policies (valid key) wait for the database on Steward and not on raw node:http, which answers them with a fixed small JSON. ' +
-    `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s).`, '')
+    `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s), and ran with every other server of the run stopped (SIGSTOP) until it ended: idle Steward processes wake for their background work several times a second.`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
   // The goal's rows with a verdict, then the informative ones at LOW_RATE with the ratio alone.
   for (const [rows, informative] of [[latency, false], [lowLatency, true]] as const) {

@@ -1,0 +1,60 @@
+// The bench's latency probes run with every other server of the run stopped (withPaused in
+// bench/load.ts). A process left stopped would hang the rest of the run, and a child left running
+// (a runtime started through a wrapper) would make the pause a no-op: both are checked here, on
+// real processes, through the state Linux reports for them.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import t, { type Test } from 'tap'
+import { withPaused } from '../bench/load.ts'
+
+const linux = existsSync('/proc/self/stat')
+
+/** The one-letter state of a process (R, S, T for stopped…), from /proc. */
+function state(pid: number): string {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ')[0]!
+}
+
+/** A node process that starts a child node process and prints the child's pid; both idle. */
+async function parentWithChild(t: Test): Promise<{ parent: ChildProcess; child: number }> {
+  const script = `
+    const { spawn } = require('node:child_process')
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+    console.log(child.pid)
+    setInterval(() => {}, 1000)
+    process.on('SIGTERM', () => { child.kill('SIGKILL'); process.exit(0) })`
+  const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => {
+    parent.kill('SIGCONT')
+    parent.kill('SIGTERM')
+  })
+  const child = await new Promise<number>((resolve, reject) => {
+    parent.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())))
+    parent.once('exit', () => reject(new Error('the parent exited before printing its child')))
+  })
+  return { parent, child }
+}
+
+t.test('stops the process and its children during the work, and resumes them after', { skip: !linux && 'needs /proc' }, async (t) => {
+  const { parent, child } = await parentWithChild(t)
+  const seen = await withPaused([parent.pid!], async () => [state(parent.pid!), state(child)])
+  t.same(seen, ['T', 'T'], 'both stopped while the work runs')
+  t.not(state(parent.pid!), 'T', 'the parent runs again')
+  t.not(state(child), 'T', 'the child runs again')
+})
+
+t.test('resumes them when the work fails, and passes the failure on', { skip: !linux && 'needs /proc' }, async (t) => {
+  const { parent, child } = await parentWithChild(t)
+  await t.rejects(
+    withPaused([parent.pid!], async () => {
+      throw new Error('probe failed')
+    }),
+    { message: 'probe failed' },
+  )
+  t.not(state(parent.pid!), 'T')
+  t.not(state(child), 'T')
+})
+
+t.test('a process that does not exist is no reason to fail', async (t) => {
+  // Above Linux's largest pid (2^22), so it can never name a live process.
+  t.equal(await withPaused([2 ** 22 + 1], async () => 'done'), 'done')
+})
