@@ -14,6 +14,22 @@ function state(pid: number): string {
   return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ')[0]!
 }
 
+/**
+ * The state once it satisfies `wanted`, or the last one seen after 2 s: a signal is delivered
+ * asynchronously, so a process on the other core may still read R for a moment after SIGSTOP.
+ */
+async function settledState(pid: number, wanted: (state: string) => boolean): Promise<string> {
+  const deadline = Date.now() + 2000
+  let seen = state(pid)
+  while (!wanted(seen) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    seen = state(pid)
+  }
+  return seen
+}
+const stopped = (s: string) => s === 'T'
+const running = (s: string) => s !== 'T'
+
 /** A node process that starts a child node process and prints the child's pid; both idle. */
 async function parentWithChild(t: Test): Promise<{ parent: ChildProcess; child: number }> {
   const script = `
@@ -36,10 +52,10 @@ async function parentWithChild(t: Test): Promise<{ parent: ChildProcess; child: 
 
 t.test('stops the process and its children during the work, and resumes them after', { skip: !linux && 'needs /proc' }, async (t) => {
   const { parent, child } = await parentWithChild(t)
-  const seen = await withPaused([parent.pid!], async () => [state(parent.pid!), state(child)])
+  const seen = await withPaused([parent.pid!], async () => [await settledState(parent.pid!, stopped), await settledState(child, stopped)])
   t.same(seen, ['T', 'T'], 'both stopped while the work runs')
-  t.not(state(parent.pid!), 'T', 'the parent runs again')
-  t.not(state(child), 'T', 'the child runs again')
+  t.not(await settledState(parent.pid!, running), 'T', 'the parent runs again')
+  t.not(await settledState(child, running), 'T', 'the child runs again')
 })
 
 t.test('resumes them when the work fails, and passes the failure on', { skip: !linux && 'needs /proc' }, async (t) => {
@@ -50,8 +66,8 @@ t.test('resumes them when the work fails, and passes the failure on', { skip: !l
     }),
     { message: 'probe failed' },
   )
-  t.not(state(parent.pid!), 'T')
-  t.not(state(child), 'T')
+  t.not(await settledState(parent.pid!, running), 'T')
+  t.not(await settledState(child, running), 'T')
 })
 
 t.test('a process that does not exist is no reason to fail', async (t) => {
