@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
 import { BY_OPERATOR } from '../storage/audit.ts'
-import { createScratchDatabase, reachable, startServer, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, reachable, startServer, statFields, type ServerProcess } from './lib.ts'
 
 const TRIALS = Number(process.env.TRIALS ?? 200)
 const WAITERS = Number(process.env.WAITERS ?? 5000)
@@ -181,9 +181,7 @@ function vmRssKb(pid: number): number {
 }
 const TICK = Number(execSync('getconf CLK_TCK').toString().trim()) || 100
 function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  // After "pid (comm) ": state is field 3, utime 14, stime 15 → indexes 11 and 12 here.
+  const fields = statFields(pid)
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICK
 }
 

@@ -2,7 +2,7 @@
 // listens, stop it with SIGTERM; create and drop a throwaway PostgreSQL database.
 import { BY_OPERATOR } from '../storage/audit.ts'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
@@ -10,6 +10,41 @@ import { createServer } from 'node:net'
 import pg from 'pg'
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+
+/**
+ * The fields of /proc/<pid>/stat after "pid (command) " (Linux): the state is [0], the parent pid
+ * [1], user and system CPU ticks [11] and [12]. The command name may hold spaces and parentheses,
+ * so the fields start after its last ')'. Throws when the process is gone or there is no /proc.
+ */
+export function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+/** The process and all its descendants, parents first (Linux /proc; the process alone elsewhere). */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>()
+  let names: string[]
+  try {
+    names = readdirSync('/proc')
+  } catch {
+    return [root]
+  }
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const parent = Number(statFields(Number(name))[1])
+      const list = children.get(parent)
+      if (list) list.push(Number(name))
+      else children.set(parent, [Number(name)])
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  const tree = [root]
+  for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i]!) ?? []))
+  return tree
+}
 
 /** The median (the mean of the middle two for an even count). */
 export function median(values: readonly number[]): number {

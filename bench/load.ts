@@ -2,11 +2,12 @@
 // closed-loop maximum throughput through autocannon (keep-alive, no pipelining), an open-loop
 // fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
 // only 2xx latencies), and a bare pg loop for the database baselines.
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import net from 'node:net'
 import { Worker } from 'node:worker_threads'
 import autocannon from 'autocannon'
 import type pg from 'pg'
+import { processTree, statFields } from './lib.ts'
 
 export interface RequestSpec {
   readonly method: 'GET' | 'POST'
@@ -32,8 +33,7 @@ export interface Throughput {
 /** User + system CPU time of a process so far, in µs (Linux /proc; null elsewhere). */
 export function processCpuMicros(pid: number): number | null {
   try {
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ')
+    const fields = statFields(pid)
     return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
   } catch {
     return null
@@ -68,28 +68,6 @@ export async function waitForQuiet(busyBelow = 0.15, maxMs = 20_000): Promise<{ 
     busy = (after.busy - before.busy) / (after.total - before.total)
     if (busy < busyBelow || performance.now() - started > maxMs) return { waitedMs: performance.now() - started, busy }
   }
-}
-
-/** The process and all its descendants (Linux /proc; the process alone elsewhere). */
-function processTree(root: number): number[] {
-  const children = new Map<number, number[]>()
-  try {
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        // The parent pid is the 2nd field after the command name (which may hold spaces).
-        const parent = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ').pop()!.split(' ')[1])
-        children.set(parent, [...(children.get(parent) ?? []), Number(entry)])
-      } catch {
-        // The process ended while the list was read.
-      }
-    }
-  } catch {
-    return [root]
-  }
-  const tree = [root]
-  for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i]!) ?? []))
-  return tree
 }
 
 /**

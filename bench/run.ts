@@ -358,9 +358,7 @@ try {
     // Each probe starts on a quiet machine: the throughput rounds before leave work behind (the
     // sealers of both Steward processes catching up with the decisions they logged, PostgreSQL's
     // autovacuum), which would otherwise land in whichever probe came first.
-    // Every other server of the run is paused for the probe (withPaused in load.ts): idle Steward
-    // processes wake for their background work several times a second, which a deployment of one
-    // server does not have, and those wake-ups landed in both servers' p99.
+    // Every other server of the run is paused for the probe (withPaused in load.ts says why).
     const probe = async (base: string, at: number) => {
       const quiet = await waitForQuiet()
       quietWaits.push(quiet.waitedMs)

@@ -10,12 +10,12 @@
 // PostgreSQL: TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test (a scratch
 // database per run, dropped afterwards). Also run by `npm run bench` (section "Start-up").
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isEntryPoint } from '../cli/command.ts'
 import { buildMigratedTemplate } from '../storage/build-template.ts'
-import { createScratchDatabase, freePort, reachable, ROOT, RUNTIMES, runtimeCommand, type Runtime } from './lib.ts'
+import { createScratchDatabase, freePort, processTree, reachable, ROOT, RUNTIMES, runtimeCommand, type Runtime } from './lib.ts'
 
 /**
  * `./steward start` is the README's command: `node cli/launch.mjs start` (the bundled server) from a
@@ -48,35 +48,12 @@ const TEMPLATE_CACHE = join(ROOT, 'node_modules', '.cache', 'steward')
 
 /** Sum of VmRSS over `root` and every descendant (Linux /proc); 0 where /proc is missing. */
 export function treeRssMiB(root: number): number {
-  const children = new Map<number, number[]>()
-  let names: string[]
-  try {
-    names = readdirSync('/proc')
-  } catch {
-    return 0
-  }
-  for (const name of names) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
-      // The command name may hold spaces and parentheses: fields resume after the last ')'.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      const list = children.get(ppid) ?? []
-      list.push(Number(name))
-      children.set(ppid, list)
-    } catch {
-      // The process ended while we looked.
-    }
-  }
   let kb = 0
-  const queue = [root]
-  while (queue.length > 0) {
-    const pid = queue.shift()!
+  for (const pid of processTree(root)) {
     try {
       const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
       if (match) kb += Number(match[1])
     } catch {}
-    queue.push(...(children.get(pid) ?? []))
   }
   return Math.round(kb / 1024)
 }

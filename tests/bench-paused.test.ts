@@ -3,16 +3,15 @@
 // (a runtime started through a wrapper) would make the pause a no-op: both are checked here, on
 // real processes, through the state Linux reports for them.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import t, { type Test } from 'tap'
+import { statFields } from '../bench/lib.ts'
 import { withPaused } from '../bench/load.ts'
 
 const linux = existsSync('/proc/self/stat')
 
 /** The one-letter state of a process (R, S, T for stopped…), from /proc. */
-function state(pid: number): string {
-  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ')[0]!
-}
+const state = (pid: number): string => statFields(pid)[0]!
 
 /**
  * The state once it satisfies `wanted`, or the last one seen after 2 s: a signal is delivered
