@@ -44,6 +44,8 @@ export class HttpError implements Error {
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
   readonly code: string | null
+  /** Made by `fixedError`: shared by every request it answers, frozen, its body serialized once. */
+  readonly fixed: boolean = false
   constructor(status: number, message: string, options: { headers?: Record<string, string>; code?: string } = {}) {
     this.message = message
     this.status = status
@@ -52,6 +54,18 @@ export class HttpError implements Error {
   }
 }
 Object.setPrototypeOf(HttpError.prototype, Error.prototype)
+
+/**
+ * A refusal that is the same on every request that earns it (a malformed credential's 401): made
+ * once and shared, frozen so that nothing can change it for the next request. The pipeline
+ * serializes its body once per surface instead of on every answer (pipeline.ts `errorReply`): on
+ * the malformed-key 401, JSON.stringify of the error body was the largest single cost of ours.
+ */
+export function fixedError(status: number, message: string, options: { headers?: Record<string, string>; code?: string } = {}): HttpError {
+  const error = new HttpError(status, message, options)
+  ;(error as { fixed: boolean }).fixed = true
+  return Object.freeze(error)
+}
 
 /** Thrown by storage when the database cannot be reached; surfaces answer 503 + Retry-After. */
 export function isDatabaseUnavailable(error: unknown): boolean {

@@ -11,7 +11,7 @@ import { preflight } from './cors.ts'
 import { BAD_TARGET, CLIENT_CLOSED, ClientAbortError, connectNotSupported, HttpError, isDatabaseUnavailable } from './errors.ts'
 import { createVersionLifecycle, isSunset, lifecycleHeaders } from './lifecycle.ts'
 import { BoundedMap } from './bounded-map.ts'
-import { json, setHeaders, type Reply } from './reply.ts'
+import { json, jsonText, setHeaders, type Reply } from './reply.ts'
 import { finish } from './security.ts'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
@@ -88,7 +88,10 @@ export interface Route<C extends PipelineConfig = PipelineConfig, D extends Pipe
 export interface Surface<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> {
   readonly name: string
   readonly routes: readonly Route<C, D>[]
-  /** The body of an error response on this surface. */
+  /**
+   * The body of an error response on this surface. A function of its arguments alone: the body of
+   * a fixed refusal (errors.ts `fixedError`) is computed once and reused.
+   */
   errorBody(status: number, error: HttpError): unknown
   /** Headers on every response of this surface (e.g. Cache-Control: no-store). */
   readonly headers?: Readonly<Record<string, string>>
@@ -164,8 +167,17 @@ function errorReply(surface: Surface<any, any>, error: unknown, ctx: RequestCont
     })
     httpError = new HttpError(500, GENERIC_500)
   }
-  return json(httpError.status, surface.errorBody(httpError.status, httpError), httpError.headers)
+  if (!httpError.fixed) return json(httpError.status, surface.errorBody(httpError.status, httpError), httpError.headers)
+  // A fixed refusal (errors.ts `fixedError`) is the same on every request: its body, once per surface.
+  let bodies = FIXED_BODIES.get(surface)
+  if (bodies === undefined) FIXED_BODIES.set(surface, (bodies = new WeakMap()))
+  let text = bodies.get(httpError)
+  if (text === undefined) bodies.set(httpError, (text = JSON.stringify(surface.errorBody(httpError.status, httpError))))
+  return jsonText(httpError.status, text, httpError.headers)
 }
+
+/** The serialized error body of each fixed refusal, per surface (errorReply). */
+const FIXED_BODIES = new WeakMap<Surface<any, any>, WeakMap<HttpError, string>>()
 
 export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(surfaces: readonly Surface<C, D>[], options: FetchOptions<C, D>): FetchHandler {
   const { config, deps, fallback } = options
@@ -229,12 +241,11 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     const segment = firstSegment(path)
     if (!surfaceBySegment.has(segment)) surfaceBySegment.set(segment, surface)
   }
-  const notFound = (request: IRequest, ctx: RequestContext<C, D>): Reply => {
+  const notFound = (request: IRequest, path: string, ctx: RequestContext<C, D>): Reply => {
     // A CORS preflight is answered whatever the path, so that a cross-origin client (the console
     // on another origin) reads the 404 below instead of a failed preflight it cannot tell apart
     // from a network error.
     if (request.method === 'OPTIONS' && request.headers.get('access-control-request-method') !== null) return preflight(config, request, ANY_METHOD)
-    const path = pathOf(request.url)
     const surface = surfaceBySegment.get(firstSegment(path)) ?? fallback
     const reply = errorReply(surface, new HttpError(404, `No resource at ${path}`), ctx)
     if (surface.headers) setHeaders(reply, surface.headers)
@@ -284,24 +295,26 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       const started = accessLog ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
       let routed: IRequest
+      let path: string
       let answer: Reply | Promise<Reply> | undefined
       try {
         // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
         if (request.method === 'CONNECT') throw connectNotSupported()
         // HEAD is GET without the body (RFC 9110 §9.3.2).
         routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
-        const router = routers.get(firstSegment(pathOf(request.url)))
+        path = pathOf(request.url)
+        const router = routers.get(firstSegment(path))
         // A path whose first segment no route has needs no waiting: its 404 (or preflight) is
         // returned as a Response, not a promise of one (docs/architecture.md, "Performance idioms").
-        if (!router) return respond(notFound(routed, ctx), request, ctx, started)
+        if (!router) return respond(notFound(routed, path, ctx), request, ctx, started)
         // itty-router's own fetch threw on a URL it cannot parse (Bun builds one from a Host like
         // `a b`); its table is walked here, so the check is made here, the same way.
         if (!parseable(request.url)) throw new HttpError(400, BAD_TARGET)
-        answer = dispatch(router.routes, routed, ctx)
+        answer = dispatch(router.routes, routed, path, ctx)
       } catch (error) {
         return respond(failed(request, error, ctx), request, ctx, started)
       }
-      if (answer === undefined) return respond(notFound(routed, ctx), request, ctx, started)
+      if (answer === undefined) return respond(notFound(routed, path, ctx), request, ctx, started)
       // A route that answered without waiting (a refusal before any I/O) is returned as it is.
       if (!isPromise(answer)) return respond(answer, request, ctx, started)
       return answer.then(
@@ -359,10 +372,11 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
 function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
   routes: readonly RouteEntry<IRequest, [RequestContext<C, D>]>[],
   request: IRequest,
+  /** pathOf(request.url), which the caller has already worked out. */
+  path: string,
   ctx: RequestContext<C, D>,
 ): Reply | Promise<Reply> | undefined {
   const method = request.method
-  const path = pathOf(request.url)
   for (const [routeMethod, pattern, handlers, route] of routes) {
     if (routeMethod !== method && routeMethod !== 'ALL') continue
     const match = pattern.exec(path)
@@ -384,7 +398,11 @@ function dispatch<C extends PipelineConfig, D extends PipelineDeps>(
  */
 function parseableUrls(): (url: string) => boolean {
   const known = new BoundedMap<string, boolean>(256)
+  // The "scheme://authority" of the last parseable URL: a URL that begins with it and then "/" has
+  // that very authority, and needs neither the slice nor the lookup (clients repeat their Host).
+  let last = ''
   return (url) => {
+    if (last !== '' && url.startsWith(last) && url.charCodeAt(last.length) === 47) return true
     const authorityStart = url.indexOf('//') + 2
     const slash = url.indexOf('/', authorityStart)
     const authority = slash < 0 ? url : url.slice(0, slash)
@@ -392,6 +410,7 @@ function parseableUrls(): (url: string) => boolean {
     if (authorityStart < 2 || /[?#\\]/.test(authority)) return URL.canParse(url)
     let answer = known.get(authority)
     if (answer === undefined) known.set(authority, (answer = URL.canParse(url)))
+    if (answer && slash >= 0) last = authority
     return answer
   }
 }

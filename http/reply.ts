@@ -17,7 +17,10 @@ export interface Reply {
   readonly headers: Record<string, string>
 }
 
-export function reply(status: number, body: string | null, headers: Readonly<Record<string, string>> = {}): Reply {
+/** The default of no extra headers: one shared object, not a new one per reply. */
+const NONE: Readonly<Record<string, string>> = Object.freeze({})
+
+export function reply(status: number, body: string | null, headers: Readonly<Record<string, string>> = NONE): Reply {
   const out: Reply = { status, body, headers: {} }
   setHeaders(out, headers)
   return out
@@ -28,8 +31,16 @@ export function setHeaders(reply: Reply, headers: Readonly<Record<string, string
   for (const name in headers) reply.headers[name.toLowerCase()] = headers[name]!
 }
 
-export function json(status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): Reply {
-  const out: Reply = { status, body: JSON.stringify(body), headers: { 'content-type': 'application/json; charset=utf-8' } }
+export function json(status: number, body: unknown, headers: Readonly<Record<string, string>> = NONE): Reply {
+  return jsonText(status, JSON.stringify(body), headers)
+}
+
+/** The media type of every JSON answer. */
+export const JSON_TYPE = 'application/json; charset=utf-8'
+
+/** A JSON reply whose body is already serialized (a fixed refusal's, serialized once: pipeline.ts). */
+export function jsonText(status: number, text: string, headers: Readonly<Record<string, string>> = NONE): Reply {
+  const out: Reply = { status, body: text, headers: { 'content-type': JSON_TYPE } }
   setHeaders(out, headers)
   return out
 }

@@ -2,7 +2,7 @@
 // runtime adapter refusing a malformed request): added last, so they win over a handler's.
 import { setCorsHeaders } from './cors.ts'
 import type { PipelineConfig, RequestContext } from './context.ts'
-import type { Reply } from './reply.ts'
+import { JSON_TYPE, type Reply } from './reply.ts'
 
 // No answer of ours may be framed (clickjacking). Nothing we serve is HTML, so nothing in an
 // answer may load or run either: JSON, llms.txt and the SVG logo get `default-src 'none'` too.
@@ -19,7 +19,8 @@ export function setSecurityHeaders(reply: Reply): void {
   // every answer, and setHeaders lower-cases every name it is given.
   reply.headers['x-content-type-options'] = 'nosniff'
   const type = reply.headers['content-type'] ?? ''
-  const html = /^\s*text\/html\b/i.test(type)
+  // Nearly every answer is JSON (reply.ts): no pattern to run for it.
+  const html = type !== JSON_TYPE && /^\s*text\/html\b/i.test(type)
   // A page that brings its own policy (the console's, which forbids framing too) keeps it.
   if (html && reply.headers['content-security-policy']?.includes("frame-ancestors 'none'")) return
   reply.headers['content-security-policy'] = html ? CSP_FRAME : CSP_NONE

@@ -15,7 +15,7 @@ import { findActiveKeyByHash, recordKeyUses } from '../storage/keys.ts'
 import { hashSecret, sameHash, secretKind, secretShape } from '../storage/secrets.ts'
 import { deleteExpiredTokens, findPrincipalByAccessHash, pruneTokenFamilies } from '../storage/tokens.ts'
 import type { Deps, RequestContext } from './deps.ts'
-import { HttpError } from '../http/errors.ts'
+import { fixedError, HttpError } from '../http/errors.ts'
 
 export interface Principal {
   readonly organizationId: string
@@ -74,7 +74,10 @@ export function creatorOf(principal: Principal): Creator {
 }
 
 const AUTHENTICATION_REQUIRED = 'Authentication required'
-export const INVALID_TOKEN = 'Invalid or expired token'
+const INVALID_TOKEN = 'Invalid or expired token'
+/** The two refusals of a credential, the same on every request: shared (errors.ts `fixedError`). */
+const NO_CREDENTIAL = fixedError(401, AUTHENTICATION_REQUIRED)
+export const INVALID_CREDENTIAL = fixedError(401, INVALID_TOKEN)
 
 const MAX_ENTRIES = 10_000
 const MAX_AGE_MS = 5_000
@@ -93,12 +96,12 @@ export const BEARER = /^bearer +([^\s]+) *$/i
 /** The bearer secret of a request, with its kind; the 401 for anything else, before any database work. */
 function bearerSecret(request: Request): { token: string; kind: 'key' | 'at'; hash: string } | HttpError {
   const header = request.headers.get('authorization')
-  if (header === null || header.trim() === '') return new HttpError(401, AUTHENTICATION_REQUIRED)
+  if (header === null || header.trim() === '') return NO_CREDENTIAL
   const token = BEARER.exec(header)?.[1]
   // A bad shape is refused here; the checksum, before any database work (authenticate).
   const kind = token === undefined ? null : secretShape(token)
   // Refresh tokens and invitation secrets are not bearer credentials.
-  if (token === undefined || (kind !== 'key' && kind !== 'at')) return new HttpError(401, INVALID_TOKEN)
+  if (token === undefined || (kind !== 'key' && kind !== 'at')) return INVALID_CREDENTIAL
   return { token, kind, hash: hashSecret(token) }
 }
 
@@ -233,7 +236,7 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
   async function lookup(kind: 'key' | 'at', hash: string, now: number): Promise<Principal | HttpError> {
     const startedAt = cache.epoch()
     const principal = kind === 'key' ? await lookupKey(deps.db, hash, now) : await lookupAccessToken(deps.db, hash, now)
-    if (!principal) return new HttpError(401, INVALID_TOKEN)
+    if (!principal) return INVALID_CREDENTIAL
     keyUses.note(principal, now)
     if (startedAt === cache.epoch() && cacheEnabled()) cache.set(hash, principal, now)
     return principal
@@ -253,7 +256,7 @@ export function createCredentials(config: Config, deps: Pick<Deps, 'db' | 'clock
         return hit
       }
       // A mistyped or made-up secret: refused without a query.
-      if (secretKind(token) !== kind) return new HttpError(401, INVALID_TOKEN)
+      if (secretKind(token) !== kind) return INVALID_CREDENTIAL
       return lookup(kind, hash, now)
     },
     keyChanged: changed,

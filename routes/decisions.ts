@@ -18,7 +18,7 @@ import { auditBy, protectedErrors, type Guard } from './access.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import type { BodyDoc } from '../http/pipeline.ts'
 import { UUID } from '../domain/uuid.ts'
-import { INVALID_TOKEN, type Principal } from './credentials.ts'
+import { INVALID_CREDENTIAL, type Principal } from './credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
@@ -360,13 +360,13 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
   async function contextFor(ctx: RequestContext, principal: Principal, named: string | undefined): Promise<{ found: DecisionContext; handle: string }> {
     if (principal.agentId !== null) {
       const found = await readDecisionContext(ctx.deps.db, principal.organizationId, { agentId: principal.agentId })
-      if (!found || !found.agent) throw new HttpError(401, INVALID_TOKEN)
+      if (!found || !found.agent) throw INVALID_CREDENTIAL
       if (named !== undefined && named !== found.agent.handle) throw new HttpError(403, `This key is bound to agent ${found.agent.handle}; it may not ask for another agent`)
       return { found, handle: found.agent.handle }
     }
     if (named === undefined) throw new HttpError(400, 'Field agent is required')
     const found = await readDecisionContext(ctx.deps.db, principal.organizationId, { handle: named })
-    if (!found) throw new HttpError(401, INVALID_TOKEN)
+    if (!found) throw INVALID_CREDENTIAL
     return { found, handle: named }
   }
 
@@ -424,7 +424,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
       if (agent === null) throw new HttpError(409, `This organization has reached its limit of ${ctx.config.maxAgentsPerOrg} agents (MAX_AGENTS_PER_ORG); agent ${handle} cannot be discovered`)
     }
     const set = await sets.get(principal.organizationId, found.settings.ruleset_revision)
-    if (!set) throw new HttpError(401, INVALID_TOKEN)
+    if (!set) throw INVALID_CREDENTIAL
     const outcome = decide(set, found.settings, {
       agent: { id: agent.agent_id, handle: agent.handle, labels: agent.labels, status: agent.status },
       action: input.action,
@@ -525,7 +525,7 @@ export function decisionRoutes(guard: Guard, services: DecisionServices): Route[
     const { found, handle } = await contextFor(ctx, principal, input.agent)
     const stored = input.policies === undefined ? await sets.get(principal.organizationId, found.settings.ruleset_revision) : null
     const set = input.policies === undefined ? stored : draftsToSet(input.policies, found.settings.ruleset_revision)
-    if (!set) throw new HttpError(401, INVALID_TOKEN)
+    if (!set) throw INVALID_CREDENTIAL
     const agent = found.agent
     const now = new Date(ctx.now)
     const outcome = decide(set, found.settings, {

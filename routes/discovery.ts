@@ -14,11 +14,10 @@ import { buildAuthorizationServerMetadata } from '../wellknown/oauth-authorizati
 import { buildProtectedResourceMetadata, protectedResourceSuffixes } from '../wellknown/oauth-protected-resource.ts'
 import { API_VERSION, buildOpenApi } from '../wellknown/openapi.ts'
 import { HttpError } from '../http/errors.ts'
-import { reply, type Reply } from '../http/reply.ts'
+import { JSON_TYPE, reply, type Reply } from '../http/reply.ts'
 import type { OperationDoc, PublishedSurface, ResponseDoc } from '../http/pipeline.ts'
 import type { Route, Surface } from './deps.ts'
 
-const JSON_TYPE = 'application/json; charset=utf-8'
 const CACHE_CONTROL = 'public, max-age=3600'
 
 export interface StaticDocument {

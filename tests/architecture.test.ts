@@ -201,6 +201,42 @@ t.test('a refusal returned by a handler is answered exactly as the same refusal 
   t.same(await answer('/returned-sync'), thrown)
 })
 
+t.test('a fixed refusal is answered in the format of each surface that gives it, the same every time, and cannot be changed', async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { fixedError, HttpError } = await import('../http/errors.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const deps = { clock: Date.now, logger: { log() {} } }
+  const shared = fixedError(401, 'Nope', { headers: { 'WWW-Example': 'yes' } })
+  t.ok(shared instanceof HttpError)
+  t.equal(shared.fixed, true)
+  t.equal(new HttpError(401, 'Nope').fixed, false, 'an ordinary refusal is not fixed')
+  t.ok(Object.isFrozen(shared), 'frozen')
+  t.throws(() => {
+    ;(shared as { message: string }).message = 'changed'
+  }, TypeError)
+  const doc = { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} }
+  const product = {
+    name: 'product',
+    routes: [{ method: 'GET' as const, path: '/p', handler: () => shared, doc }],
+    errorBody: (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message }),
+  }
+  const leads = {
+    name: 'leads',
+    routes: [{ method: 'GET' as const, path: '/l', handler: () => { throw shared }, doc }],
+    errorBody: (_status: number, error: InstanceType<typeof HttpError>) => ({ error: error.message }),
+  }
+  const handler = createFetch([product, leads] as never, { config: testConfig(), deps, fallback: leads as never })
+  for (let round = 1; round <= 2; round++) {
+    for (const [path, body] of [['/p', '{"status":401,"error":"Nope"}'], ['/l', '{"error":"Nope"}']] as const) {
+      const res = await handler.fetch(new Request(`http://127.0.0.1${path}`))
+      t.equal(res.status, 401, `${path}, round ${round}`)
+      t.equal(await res.text(), body, `${path}, round ${round}: the surface's own body`)
+      t.equal(res.headers.get('www-example'), 'yes', `${path}, round ${round}: the error's own header`)
+      t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')
+    }
+  }
+})
+
 t.test('an HttpError is an Error without a stack, its headers frozen', async (t) => {
   const { HttpError } = await import('../http/errors.ts')
   const plain = new HttpError(404, 'No resource at /x')

@@ -327,6 +327,9 @@ t.test('what Bun and Deno pass on to the handler is answered the same way', asyn
     ['http://localhost/health', 200],
     ['http://localhost:99999/health', 400],
     ['http://localhost:65535/health', 200],
+    // The last good authority is a prefix of these: only "/" right after it is that authority.
+    ['http://localhost:655359/health', 400],
+    ['http://localhost:65535/policies', 401],
     ['http://1.2.3.999/health', 400],
     ['http://127.0.0.1/health', 200],
     ['http://[::1/health', 400],
