@@ -332,6 +332,8 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   function wrap(surface: Surface<C, D>, route: Route<C, D>) {
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = lifecycleByPath.get(route.path)
+    // The surface's headers, their names lower-cased once here rather than on every answer.
+    const surfaceHeaders = surface.headers ? Object.fromEntries(Object.entries(surface.headers).map(([name, value]) => [name.toLowerCase(), value])) : null
     /** The route's headers on its reply, and a refusal turned into the surface's error body. */
     const settle = (answer: Reply | HttpError, request: IRequest, ctx: RequestContext<C, D>): Reply => {
       const reply = answer instanceof HttpError ? errorReply(surface, answer, ctx) : answer
@@ -339,7 +341,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       const version = versionLifecycle(request)
       if (version) setHeaders(reply, version)
       if (lifecycle) setHeaders(reply, lifecycle)
-      if (surface.headers) setHeaders(reply, surface.headers)
+      for (const name in surfaceHeaders) reply.headers[name] = surfaceHeaders[name]!
       return reply
     }
     return (request: IRequest, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {

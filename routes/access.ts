@@ -56,6 +56,9 @@ export function refuseCredentialsInUrl(request: Request): void {
       readable = false
     }
   }
+  // Every secret and every credential parameter name holds one of these texts: a query without
+  // any has nothing to refuse (one scan of the query instead of five, on every protected request).
+  if (readable && !CREDENTIAL_HINT.test(decoded)) return
   // The query is parsed only when a credential parameter could be in it: a name decodes to a part
   // of the decoded query, so a query holding none of the names has none of the parameters.
   const named = !readable || CREDENTIAL_PARAMETERS.some((name) => decoded.includes(name))
@@ -69,6 +72,8 @@ function hasCredentialParameter(parameters: URLSearchParams): boolean {
 }
 
 const CREDENTIAL_PARAMETERS = ['access_token', 'refresh_token', 'api_key', 'client_secret']
+/** The parameter names above, and the `stw_` that starts every secret (SECRET_PATTERN), in any case. */
+const CREDENTIAL_HINT = new RegExp([...CREDENTIAL_PARAMETERS, 'stw_'].join('|'), 'i')
 
 /** docs/api.md: plain HTTP from a non-loopback peer is refused unless TLS ends at a trusted proxy. */
 export function requireSecureTransport(ctx: RequestContext): void {
