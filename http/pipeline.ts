@@ -202,6 +202,19 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const lifecycleByPath = new Map<string, Record<string, string>>()
   for (const [path, entry] of Object.entries(config.lifecycle.routes)) lifecycleByPath.set(path, lifecycleHeaders(entry))
   const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
+  // Each surface's own headers, their names lower-cased once, here, rather than on every answer.
+  const surfaceHeaders = new Map<Surface<C, D>, Readonly<Record<string, string>> | null>()
+  for (const surface of [...surfaces, fallback]) {
+    const given = surface.headers ? Object.entries(surface.headers) : []
+    surfaceHeaders.set(surface, given.length > 0 ? Object.freeze(Object.fromEntries(given.map(([name, value]) => [name.toLowerCase(), value]))) : null)
+  }
+  /** Adds a surface's own headers to one of its answers. */
+  const addSurfaceHeaders = (reply: Reply, surface: Surface<C, D>): void => {
+    // Most answers come from a surface with none (the lead forms, the 404 of an unknown path).
+    if (surface.headers === undefined) return
+    const headers = surfaceHeaders.get(surface)
+    if (headers) Object.assign(reply.headers, headers)
+  }
   for (const surface of surfaces) {
     for (const route of surface.routes) {
       const handler = wrap(surface, route)
@@ -228,7 +241,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
           headers: { Allow: [...allow, 'OPTIONS'].join(', ') },
         })
         reply = errorReply(surface, error, ctx)
-        if (surface.headers) setHeaders(reply, surface.headers)
+        addSurfaceHeaders(reply, surface)
       }
       if (lifecycle) setHeaders(reply, lifecycle)
       return reply
@@ -248,7 +261,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     if (request.method === 'OPTIONS' && request.headers.get('access-control-request-method') !== null) return preflight(config, request, ANY_METHOD)
     const surface = surfaceBySegment.get(firstSegment(path)) ?? fallback
     const reply = errorReply(surface, new HttpError(404, `No resource at ${path}`), ctx)
-    if (surface.headers) setHeaders(reply, surface.headers)
+    addSurfaceHeaders(reply, surface)
     return reply
   }
   /** The last steps of every answer: the headers every answer carries, the log line, the Response. */
@@ -287,7 +300,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       // A fresh id: the request never got far enough for its own X-Request-Id to be believed.
       const ctx = buildContext(request, config, deps, conn, crypto.randomUUID())
       const out = errorReply(fallback, error, ctx)
-      if (fallback.headers) setHeaders(out, fallback.headers)
+      addSurfaceHeaders(out, fallback)
       finish(out, request, ctx)
       return out
     },
@@ -332,8 +345,6 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   function wrap(surface: Surface<C, D>, route: Route<C, D>) {
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = lifecycleByPath.get(route.path)
-    // The surface's headers, their names lower-cased once here rather than on every answer.
-    const surfaceHeaders = surface.headers ? Object.fromEntries(Object.entries(surface.headers).map(([name, value]) => [name.toLowerCase(), value])) : null
     /** The route's headers on its reply, and a refusal turned into the surface's error body. */
     const settle = (answer: Reply | HttpError, request: IRequest, ctx: RequestContext<C, D>): Reply => {
       const reply = answer instanceof HttpError ? errorReply(surface, answer, ctx) : answer
@@ -341,7 +352,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       const version = versionLifecycle(request)
       if (version) setHeaders(reply, version)
       if (lifecycle) setHeaders(reply, lifecycle)
-      for (const name in surfaceHeaders) reply.headers[name] = surfaceHeaders[name]!
+      addSurfaceHeaders(reply, surface)
       return reply
     }
     return (request: IRequest, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {

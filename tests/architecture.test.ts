@@ -237,6 +237,41 @@ t.test('a fixed refusal is answered in the format of each surface that gives it,
   }
 })
 
+t.test("a surface's own headers are on every answer it gives: a route's, a refusal, a 405, a 404 on its segment and a refusal before routing", async (t) => {
+  const { createFetch } = await import('../http/pipeline.ts')
+  const { HttpError } = await import('../http/errors.ts')
+  const { json } = await import('../http/reply.ts')
+  const { testConfig } = await import('./helpers.ts')
+  const deps = { clock: Date.now, logger: { log() {} } }
+  const doc = { operationId: 'x', summary: 'x', tags: [], scopes: null, responses: {} }
+  const errorBody = (status: number, error: InstanceType<typeof HttpError>) => ({ status, error: error.message })
+  const owned = {
+    name: 'owned',
+    headers: { 'Cache-Control': 'no-store', 'X-Surface': 'owned' },
+    routes: [
+      { method: 'GET' as const, path: '/p', handler: () => json(200, {}), doc },
+      { method: 'GET' as const, path: '/p/refused', handler: () => new HttpError(409, 'No'), doc },
+    ],
+    errorBody,
+  }
+  const plain = { name: 'plain', routes: [{ method: 'GET' as const, path: '/q', handler: () => json(200, {}), doc }], errorBody }
+  const handler = createFetch([owned, plain] as never, { config: testConfig(), deps, fallback: plain as never })
+  for (const [method, path, status] of [['GET', '/p', 200], ['GET', '/p/refused', 409], ['POST', '/p', 405], ['GET', '/p/nothing/here', 404]] as const) {
+    const res = await handler.fetch(new Request(`http://127.0.0.1${path}`, { method }))
+    t.equal(res.status, status, `${method} ${path}`)
+    t.equal(res.headers.get('cache-control'), 'no-store', `${method} ${path}`)
+    t.equal(res.headers.get('x-surface'), 'owned', `${method} ${path}`)
+  }
+  for (const [method, path, status] of [['GET', '/q', 200], ['POST', '/q', 405], ['GET', '/elsewhere', 404]] as const) {
+    const res = await handler.fetch(new Request(`http://127.0.0.1${path}`, { method }))
+    t.equal(res.status, status, `${method} ${path}`)
+    t.equal(res.headers.get('cache-control'), null, `${method} ${path}: none from the other surface`)
+  }
+  const refusedFirst = createFetch([owned] as never, { config: testConfig(), deps, fallback: owned as never }).refuse(new HttpError(400, 'Malformed HTTP request'))
+  t.equal(refusedFirst.headers['cache-control'], 'no-store', 'a refusal before routing, in the fallback surface')
+  t.same(Object.keys(refusedFirst.headers).filter((name) => name.toLowerCase() === 'cache-control'), ['cache-control'], 'one header, its name lower-cased')
+})
+
 t.test('an HttpError is an Error without a stack, its headers frozen', async (t) => {
   const { HttpError } = await import('../http/errors.ts')
   const plain = new HttpError(404, 'No resource at /x')
