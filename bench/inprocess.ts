@@ -28,25 +28,42 @@ import { parseArgs } from 'node:util'
 const TARGETS = ['steward', 'fastify', 'bare'] as const
 type Target = (typeof TARGETS)[number]
 
-/** Each route: method, path, raw header lines, body. */
-const ROUTES: Readonly<Record<string, readonly [string, string, readonly string[], string | null]>> = {
-  notfound: ['GET', '/nope', ['Host', '127.0.0.1:3000'], null],
-  badkey: ['GET', '/policies?organization_id=00000000-0000-0000-0000-000000000000', ['Host', '127.0.0.1:3000', 'Authorization', 'Bearer stw_key_notavalidkeyatall'], null],
-  badbody: ['POST', '/demo-request', ['Host', '127.0.0.1:3000', 'Content-Type', 'application/json', 'Content-Length', '13'], '{"email":"x"}'],
+interface RouteCase {
+  readonly method: string
+  readonly path: string
+  /** Raw header lines, name then value (Content-Length is added for a body). */
+  readonly headers: readonly string[]
+  readonly body: string | null
+  /** The status every answer must have: anything else stops the run. */
+  readonly status: number
 }
-const EXPECTED: Readonly<Record<string, number>> = { notfound: 404, badkey: 401, badbody: 400 }
+const HOST = ['Host', '127.0.0.1:3000']
+const ROUTES: Readonly<Record<string, RouteCase>> = {
+  notfound: { method: 'GET', path: '/nope', headers: HOST, body: null, status: 404 },
+  badkey: { method: 'GET', path: '/policies?organization_id=00000000-0000-0000-0000-000000000000', headers: [...HOST, 'Authorization', 'Bearer stw_key_notavalidkeyatall'], body: null, status: 401 },
+  badbody: { method: 'POST', path: '/demo-request', headers: [...HOST, 'Content-Type', 'application/json'], body: '{"email":"x"}', status: 400 },
+}
 const WARM_UP = 20_000
+const USAGE = `usage: bench/inprocess.ts [--instructions] ${TARGETS.join('|')} ${Object.keys(ROUTES).join('|')} [--requests N] [--rounds R]`
 
-const { values, positionals } = parseArgs({
-  options: { requests: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '5' }, instructions: { type: 'boolean', default: false } },
-  allowPositionals: true,
-})
+const { values, positionals } = (() => {
+  try {
+    return parseArgs({
+      options: { requests: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '5' }, instructions: { type: 'boolean', default: false } },
+      allowPositionals: true,
+    })
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`)
+    process.exit(2)
+  }
+})()
 const [target, route] = positionals as [Target, string]
-if (positionals.length !== 2 || !TARGETS.includes(target) || !(route in ROUTES)) {
-  console.error(`usage: bench/inprocess.ts [--instructions] ${TARGETS.join('|')} ${Object.keys(ROUTES).join('|')} [--requests N] [--rounds R]`)
+const requests = Number(values.requests)
+const rounds = Number(values.rounds)
+if (positionals.length !== 2 || !TARGETS.includes(target) || !(route in ROUTES) || !(Number.isInteger(requests) && requests > 0) || !(Number.isInteger(rounds) && rounds > 0)) {
+  console.error(USAGE)
   process.exit(2)
 }
-const requests = Number(values.requests)
 
 if (values.instructions) {
   console.log(`${target} ${route}: ${await instructionsPerRequest(target, route, requests)} instructions per request`)
@@ -54,7 +71,8 @@ if (values.instructions) {
 }
 
 const listener = await listenerOf(target)
-const [method, url, rawHeaders, body] = ROUTES[route]!
+const { method, path: url, body, status: expected } = ROUTES[route]!
+const rawHeaders = body === null ? ROUTES[route]!.headers : [...ROUTES[route]!.headers, 'Content-Length', String(Buffer.byteLength(body))]
 
 /** A socket that accepts every write and keeps nothing. */
 class Sink extends Duplex {
@@ -104,13 +122,13 @@ function exchange(): Promise<number> {
 async function runRequests(n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const status = await exchange()
-    if (status !== EXPECTED[route]) throw new Error(`${target} ${route}: status ${status}, expected ${EXPECTED[route]}`)
+    if (status !== expected) throw new Error(`${target} ${route}: status ${status}, expected ${expected}`)
   }
 }
 
 await runRequests(WARM_UP)
 const perRound: number[] = []
-for (let round = 0; round < Number(values.rounds); round++) {
+for (let round = 0; round < rounds; round++) {
   const before = process.cpuUsage()
   await runRequests(requests)
   const used = process.cpuUsage(before)

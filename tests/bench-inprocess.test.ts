@@ -16,10 +16,11 @@ for (const route of ['notfound', 'badkey', 'badbody']) {
   })
 }
 
-t.test('an unknown target or route is refused with the usage', async (t) => {
-  for (const args of [['steward', 'nope'], ['express', 'badkey'], ['steward']]) {
+t.test('an unknown target, route or option, or a count that is not a positive whole number, is refused with the usage', async (t) => {
+  for (const args of [['steward', 'nope'], ['express', 'badkey'], ['steward'], ['steward', 'badkey', '--requests', 'many'], ['steward', 'badkey', '--rounds', '0'], ['steward', 'badkey', '--request', '5']]) {
     const result = run(...args)
     t.equal(result.status, 2, args.join(' '))
-    t.match(result.stderr, /^usage: bench\/inprocess\.ts \[--instructions\] steward\|fastify\|bare notfound\|badkey\|badbody/, args.join(' '))
+    t.match(result.stderr, /^usage: bench\/inprocess\.ts \[--instructions\] steward\|fastify\|bare notfound\|badkey\|badbody/m, args.join(' '))
+    t.equal(result.stdout, '', `${args.join(' ')}: nothing measured`)
   }
 })
