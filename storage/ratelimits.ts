@@ -105,25 +105,40 @@ export function createRateLimitStore(
     for (const counters of attached) {
       const pending = counters.drain()
       if (pending.length > 0) await share(counters, pending)
-      // Keys past half their limit anywhere: every process learns them, used here yet or not.
-      const start = now - (now % counters.windowMs)
-      try {
-        const hot = await db
-          .selectFrom('rate_limit_counters')
-          .select(['key', 'count'])
-          .where('limiter', '=', counters.name)
-          .where('window_start', '=', start)
-          .where('count', '>=', counters.hot)
-          .limit(10_000)
-          .execute()
-        for (const row of hot) counters.preload(row.key, start, Number(row.count))
-      } catch {
-        // Counting goes on locally; the next sync tries again.
-      }
     }
+    await learnHotKeys(now)
     if (now - lastCleanup >= CLEANUP_EVERY_MS) {
       lastCleanup = now
       await db.deleteFrom('rate_limit_counters').where('expires_at', '<', now - CLEANUP_EVERY_MS).execute().catch(() => {})
+    }
+  }
+
+  /**
+   * Keys past half their limit anywhere: every process learns them, used here yet or not. One
+   * statement for every limiter of the store (each in its own current window), not one each: a
+   * sync runs four times a second in every process, idle or not, and this is all an idle one sends.
+   */
+  async function learnHotKeys(now: number): Promise<void> {
+    if (attached.length === 0) return
+    const windows = attached.map((counters) => ({ counters, start: now - (now % counters.windowMs) }))
+    try {
+      const hot = await db
+        .selectFrom('rate_limit_counters')
+        .select(['limiter', 'key', 'window_start', 'count'])
+        .where((eb) =>
+          eb.or(windows.map(({ counters, start }) => eb.and([eb('limiter', '=', counters.name), eb('window_start', '=', start), eb('count', '>=', counters.hot)]))),
+        )
+        .limit(10_000 * windows.length)
+        .execute()
+      // Several limiters may share a name (and so its rows): each takes the rows of its own window.
+      for (const row of hot) {
+        const count = Number(row.count)
+        for (const { counters, start } of windows) {
+          if (counters.name === row.limiter && start === Number(row.window_start) && count >= counters.hot) counters.preload(row.key, start, count)
+        }
+      }
+    } catch {
+      // Counting goes on locally; the next sync tries again.
     }
   }
 

@@ -65,3 +65,47 @@ t.test('without a sync the limiter is per process', async (t) => {
   t.notOk(a.take('k', now).allowed)
   t.ok(b.take('k', now).allowed)
 })
+
+t.test('one sync sends one statement for the hot keys of every limiter, each in its own window', async (t) => {
+  const database = await openTestDatabase(t)
+  let statements = 0
+  // Counts every statement the store sends (raw `sql` ones too): an idle process syncs four times
+  // a second forever, so what one sync costs is multiplied by every hour a deployment runs.
+  const counted = database.db.withPlugin({
+    transformQuery: (args) => {
+      statements++
+      return args.node
+    },
+    transformResult: async (args) => args.result,
+  })
+  const store = createRateLimitStore(counted, { intervalMs: 3_600_000, clock: () => now })
+  const other = createRateLimitStore(database.db, { intervalMs: 3_600_000, clock: () => now })
+  t.teardown(() => Promise.all([store.close(), other.close()]))
+  const minute = createRateLimiter(rule, 'api', store)
+  const hour = createRateLimiter({ limit: 4, windowSeconds: 3600 }, 'leads', store)
+  const org = createRateLimiter({ limit: 100, windowSeconds: 60 }, 'api-org', store)
+  await store.flush()
+  statements = 0
+  await store.flush()
+  t.equal(statements, 1, 'an idle sync of three limiters: one statement')
+
+  // Another process makes keys hot in two of the limiters' windows, and one not yet hot.
+  const otherMinute = createRateLimiter(rule, 'api', other)
+  const otherHour = createRateLimiter({ limit: 4, windowSeconds: 3600 }, 'leads', other)
+  const otherOrg = createRateLimiter({ limit: 100, windowSeconds: 60 }, 'api-org', other)
+  for (let i = 0; i < 6; i++) otherMinute.take('m', now)
+  for (let i = 0; i < 3; i++) otherHour.take('h', now)
+  for (let i = 0; i < 49; i++) otherOrg.take('o', now)
+  await other.flush()
+  statements = 0
+  await store.flush()
+  t.equal(statements, 1, 'still one statement when there are hot keys to learn')
+  t.equal(minute.take('m', now).remaining, 3, 'api: 6 elsewhere + this one of 10')
+  t.equal(hour.take('h', now).remaining, 0, 'leads (hourly window): 3 elsewhere + this one of 4')
+  t.equal(org.take('o', now).remaining, 99, 'api-org: 49 of 100 is not hot yet, so only this one is known')
+  t.equal(minute.take('h', now).remaining, 9, 'a hot key of one limiter is not preloaded into another')
+
+  statements = 0
+  await store.flush()
+  t.equal(statements, 4, 'with counts of its own in three limiters: three upserts and the one hot-key statement')
+})
