@@ -2,7 +2,9 @@
 // closed-loop maximum throughput through autocannon (keep-alive, no pipelining), an open-loop
 // fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
 // only 2xx latencies), and a bare pg loop for the database baselines.
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import os from 'node:os'
 import net from 'node:net'
 import { Worker } from 'node:worker_threads'
 import autocannon from 'autocannon'
@@ -95,6 +97,41 @@ export async function withPaused<T>(pids: readonly number[], work: () => Promise
     return await work()
   } finally {
     for (const pid of paused) signal(pid, 'SIGCONT')
+  }
+}
+
+/**
+ * Runs `work` (a latency probe) with this process, every thread of it (the probe's pacing thread
+ * included), on the first core, and gives it every core back afterwards, even when `work` fails.
+ * The servers, started before, keep every core. Returns whether it could pin (Linux with
+ * `taskset` and at least two cores); otherwise `work` runs as it would have.
+ *
+ * Why: a latency probe at half of a server's maximum keeps both cores of this machine busy. The
+ * probe's client costs about as much CPU per request as the server (on the two-core machine of
+ * bench/RESULTS.md, 49 µs against 42 µs for raw node:http at 16,000 requests a second, each
+ * request alone on its connection), so unpinned, the scheduler moved three busy threads (the
+ * probe's two and the server's) over two cores, and its timeslices, not the server, set the p99:
+ * raw node:http's own p99 over twenty identical 2 s probes ran from 1 to 80 ms. With the probe on
+ * one core, the server has the other to itself, as a server whose clients are elsewhere has, and
+ * what is left of the first for its garbage collector's helper threads and the database. Pinning
+ * the server to one core as well was tried and dropped: its garbage collector's helper threads
+ * then waited for the main thread's core, which no deployment does.
+ */
+export async function withProbePinned<T>(work: () => Promise<T>): Promise<{ pinned: boolean; result: T }> {
+  const cores = os.availableParallelism()
+  const pin = (list: string): boolean => {
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', list, String(process.pid)], { stdio: 'ignore' })
+      return true
+    } catch {
+      return false
+    }
+  }
+  const pinned = cores >= 2 && process.platform === 'linux' && pin('0')
+  try {
+    return { pinned, result: await work() }
+  } finally {
+    if (pinned) pin(`0-${cores - 1}`)
   }
 }
 

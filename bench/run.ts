@@ -37,7 +37,7 @@ import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
 import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
-import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, withPaused, type Latency, type RequestSpec, type Throughput } from './load.ts'
+import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 2)
@@ -47,8 +47,10 @@ const CONNECTIONS = 10
 const HARD_LIMIT_MS = 25 * 60_000
 const ONLY_DECISIONS = process.env.BENCH_ONLY === 'decisions'
 const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline'
-/** Seconds per latency probe; eight probes per route and rate (Steward, raw node:http, raw node:http, Steward, twice). */
-const PROBE_SECONDS = Math.min(2, SECONDS)
+/** Seconds per latency probe. */
+const PROBE_SECONDS = Math.min(1, SECONDS)
+/** ABBA rounds per route and rate (Steward, raw node:http, raw node:http, Steward): eight probes of each. */
+const PROBE_ROUNDS = 4
 /** The informative latency rate below every server's maximum (requests per second): no queueing at either. */
 const LOW_RATE = 2000
 /** The routes of the HTTP pipeline rows (no database work except the shared /health check). */
@@ -332,15 +334,17 @@ try {
 
   // ---- latency at half load (Steward on Node), raw node:http at the same rate --------------------
   // The floor this machine sets: raw node:http (no framework; on /health the same shared database
-  // check) sent the same request at the same rate, in ABBA order next to Steward's probes, twice
-  // (Steward, raw, raw, Steward, Steward, raw, raw, Steward); the p50 and p99 of each are the
-  // medians of its four probes. Stalls from sharing two cores set both p99s, so the ratio says
-  // what Steward adds above them. With two probes each and their mean, one stall in one probe
-  // decided a run's ratio (the 400's read 14.1 in one run and 1.3–2.6 in the three around it,
-  // bench/RESULTS.md); a median of four sets aside one stalled probe on either side.
+  // check) sent the same request at the same rate, in ABBA order next to Steward's probes, four
+  // times (Steward, raw, raw, Steward, …); the p50 and p99 of each are the medians of its eight
+  // probes. One stall sets the p99 of the probe it lands in: with four probes of each, the same
+  // code read 1.54 and 4.86 for the 404 and the 401 in one run (bench/RESULTS.md) while twenty
+  // probes of each in a row put Steward's median p99 below raw node:http's. Each probe's client
+  // runs on one core, the servers on any (load.ts withProbePinned says why).
   const latency = new Map<string, { rate: number; steward: Latency; raw: Latency | null }>()
   const lowLatency = new Map<string, { rate: number; steward: Latency; raw: Latency | null }>()
   const quietWaits: number[] = []
+  /** Probes run pinned (server and client on cores of their own) and not. */
+  const probesPinned: [number, number] = [0, 0]
   const medianLatency = (probes: Latency[]): Latency => ({
     p50: median(probes.map((x) => x.p50)),
     p99: median(probes.map((x) => x.p99)),
@@ -363,12 +367,14 @@ try {
       const quiet = await waitForQuiet()
       quietWaits.push(quiet.waitedMs)
       const others = servers.filter((server) => server.url !== base).flatMap((server) => (server.child.pid === undefined ? [] : [server.child.pid]))
-      return withPaused(others, () => fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS))
+      const { pinned, result } = await withPaused(others, () => withProbePinned(() => fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS)))
+      probesPinned[pinned ? 0 : 1]++
+      return result
     }
     const abba = async (at: number) => {
       const steward: Latency[] = []
       const raw: Latency[] = []
-      for (let round = 0; round < 2; round++) {
+      for (let round = 0; round < PROBE_ROUNDS; round++) {
         steward.push(await probe(urls.get('steward-node')!, at))
         if (rawBase) raw.push(await probe(rawBase, at))
         if (rawBase) raw.push(await probe(rawBase, at))
@@ -537,8 +543,12 @@ try {
   }
   lines.push('', '## Latency at half of the measured maximum (Steward on Node vs raw node:http at the same rate, open loop, ms, machine-specific)', '')
   lines.push(`Fixed-rate probe on 10 raw keep-alive sockets; sends are evenly spaced by a pacing thread. Each route at half of Steward's measured maximum, ` +
-    `to Steward and to raw node:http (bench/targets/raw-http.ts, same request and the same answer; on /health the same shared database check) in the order Steward, raw, raw, Steward, twice, ${PROBE_SECONDS} s each; ` +
-    `p50 and p99 are the medians of the four probes of each. Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
+    `to Steward and to raw node:http (bench/targets/raw-http.ts, same request and the same answer; on /health the same shared database check) in the order Steward, raw, raw, Steward, ${PROBE_ROUNDS} times, ${PROBE_SECONDS} s each; ` +
+    `p50 and p99 are the medians of the ${PROBE_ROUNDS * 2} probes of each. ` +
+    (probesPinned[1] === 0
+      ? 'Every probe ran on the first core (client and pacing thread, taskset), the servers on any: unpinned, the probe and the server shared both cores and the scheduler set the p99. '
+      : `${probesPinned[0]} of ${probesPinned[0] + probesPinned[1]} probes ran on the first core, the servers on any (the rest could not be pinned: no taskset, or one core). `) +
+    `Rows marked informative: the same probes at ${fmt(LOW_RATE)} req/s, far below either server's maximum. ` +
     'POST /demo-request (new email) and GET /policies (valid key) wait for the database on Steward and not on raw node:http, which answers them with a fixed small JSON. ' +
     `Each probe began once the machine's CPU use over a quarter second was below 15 % (waits of ${quietWaits.length ? `${fmt(Math.min(...quietWaits))}–${fmt(Math.max(...quietWaits))} ms` : 'none'}, at most 20 s), and ran with every other server of the run stopped (SIGSTOP) until it ended: idle Steward processes wake for their background work several times a second.`, '')
   lines.push('| route | rate (req/s) | Steward p50 | Steward p99 | raw node:http p50 | raw node:http p99 | p99 ÷ raw p99 (goal ≤ 1.5) |', '|---|---:|---:|---:|---:|---:|---:|')
