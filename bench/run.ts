@@ -4,6 +4,8 @@
 // connections, no pipelining) and the bare pg loops run in this process, so on a 2-core machine
 // the server gets one core and the client the other. Each measurement runs BENCH_SECONDS (2) after
 // a warm-up; BENCH_ROUNDS (3) rounds in alternating order (forward, reversed, forward…); medians.
+// The pipeline rows and their latency probes run first, in rounds of their own; the scenarios that
+// write to the database (and leave the audit sealer work to do) come after.
 // Baselines for the HTTP pipeline answer what Steward answers, with the same headers: the bare
 // fetch function (bench/targets/bare-fetch.ts, same adapter, same shared /health check through a
 // pg pool) and the Fastify reference (bench/fastify-reference.ts). Then p50/p99 at half of each
@@ -299,20 +301,30 @@ try {
     const answer = await fetch(`${base}${spec.path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...spec.headers }, body: spec.body as string })
     log(`# ${route}: ${answer.status} ${(await answer.text()).slice(0, 160)}`)
   }
-  // Sanity: one request per HTTP scenario, to report statuses (e.g. a route not built yet).
   log(`# ${scenarios.length} scenarios × ${ROUNDS} rounds × ${SECONDS} s (+ ${WARMUP} s warm-up each)`)
-  for (const s of scenarios) await s.measure(WARMUP)
-
   const samples = new Map<string, Throughput[]>()
   const id = (s: Scenario) => `${s.route}|${s.target}`
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? scenarios : [...scenarios].reverse()
-    for (const s of order) {
-      const result = await s.measure(SECONDS)
-      samples.set(id(s), [...(samples.get(id(s)) ?? []), result])
+  // Two phases, each with its own warm-up and rounds: the HTTP pipeline rows first, and their
+  // latency probes; then every scenario that writes or reads the database. The writing ones leave
+  // work behind in every Steward process sharing the database (the audit sealer hashing the
+  // thousands of decisions a round logs), and in one mixed run that work cost Steward's 401 52 µs
+  // of CPU against 39 µs for Steward at LOG_LEVEL=info, which does more per request: the pipeline
+  // rows measured whatever the round before had left, not the pipeline (bench/RESULTS.md).
+  const isPipelineRoute = (route: string) => (PIPELINE_ROUTES as readonly string[]).includes(route)
+  const runRounds = async (list: readonly Scenario[], phase: string) => {
+    if (list.length === 0) return
+    // The warm-up: one short run of each scenario, which also reports statuses (a route not built yet).
+    for (const s of list) await s.measure(WARMUP)
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? list : [...list].reverse()
+      for (const s of order) {
+        const result = await s.measure(SECONDS)
+        samples.set(id(s), [...(samples.get(id(s)) ?? []), result])
+      }
+      log(`# ${phase}: round ${round + 1}/${ROUNDS} done at ${((Date.now() - started) / 1000).toFixed(0)} s`)
     }
-    log(`# round ${round + 1}/${ROUNDS} done at ${((Date.now() - started) / 1000).toFixed(0)} s`)
   }
+  await runRounds(scenarios.filter((s) => isPipelineRoute(s.route)), 'pipeline')
   const median = (values: number[]) => {
     const sorted = [...values].sort((a, b) => a - b)
     return sorted[Math.floor(sorted.length / 2)]!
@@ -353,41 +365,46 @@ try {
     errors: probes.reduce((sum, x) => sum + x.errors, 0),
   })
   const latencyRoutes = ONLY_DECISIONS ? [] : ONLY_PIPELINE ? [...PIPELINE_ROUTES] : ['health', 'notfound-404', 'demo-new', 'policies', 'bad-key-401', 'bad-body-400']
-  for (const route of latencyRoutes) {
-    const max = rps(route, 'steward-node')
-    const spec = specs[route]
-    const rawBase = urls.get('raw-http')
-    if (!max || !spec) continue
-    const rate = Math.round(max / 2)
-    // Each probe starts on a quiet machine: the throughput rounds before leave work behind (the
-    // sealers of both Steward processes catching up with the decisions they logged, PostgreSQL's
-    // autovacuum), which would otherwise land in whichever probe came first.
-    // Every other server of the run is paused for the probe (withPaused in load.ts says why).
-    const probe = async (base: string, at: number) => {
-      const quiet = await waitForQuiet()
-      quietWaits.push(quiet.waitedMs)
-      const others = servers.filter((server) => server.url !== base).flatMap((server) => (server.child.pid === undefined ? [] : [server.child.pid]))
-      const { pinned, result } = await withPaused(others, () => withProbePinned(() => fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS)))
-      probesPinned[pinned ? 0 : 1]++
-      return result
-    }
-    const abba = async (at: number) => {
-      const steward: Latency[] = []
-      const raw: Latency[] = []
-      for (let round = 0; round < PROBE_ROUNDS; round++) {
-        steward.push(await probe(urls.get('steward-node')!, at))
-        if (rawBase) raw.push(await probe(rawBase, at))
-        if (rawBase) raw.push(await probe(rawBase, at))
-        steward.push(await probe(urls.get('steward-node')!, at))
+  const probeLatency = async (routes: readonly string[]) => {
+    for (const route of routes) {
+      const max = rps(route, 'steward-node')
+      const spec = specs[route]
+      const rawBase = urls.get('raw-http')
+      if (!max || !spec) continue
+      const rate = Math.round(max / 2)
+      // Each probe starts on a quiet machine: the throughput rounds before leave work behind (the
+      // sealers of both Steward processes catching up with the decisions they logged, PostgreSQL's
+      // autovacuum), which would otherwise land in whichever probe came first.
+      // Every other server of the run is paused for the probe (withPaused in load.ts says why).
+      const probe = async (base: string, at: number) => {
+        const quiet = await waitForQuiet()
+        quietWaits.push(quiet.waitedMs)
+        const others = servers.filter((server) => server.url !== base).flatMap((server) => (server.child.pid === undefined ? [] : [server.child.pid]))
+        const { pinned, result } = await withPaused(others, () => withProbePinned(() => fixedRateLatency(base, spec, at, PROBE_SECONDS, CONNECTIONS)))
+        probesPinned[pinned ? 0 : 1]++
+        return result
       }
-      return { rate: at, steward: medianLatency(steward), raw: raw.length ? medianLatency(raw) : null }
+      const abba = async (at: number) => {
+        const steward: Latency[] = []
+        const raw: Latency[] = []
+        for (let round = 0; round < PROBE_ROUNDS; round++) {
+          steward.push(await probe(urls.get('steward-node')!, at))
+          if (rawBase) raw.push(await probe(rawBase, at))
+          if (rawBase) raw.push(await probe(rawBase, at))
+          steward.push(await probe(urls.get('steward-node')!, at))
+        }
+        return { rate: at, steward: medianLatency(steward), raw: raw.length ? medianLatency(raw) : null }
+      }
+      latency.set(route, await abba(rate))
+      // The same probes at a rate far below either server's maximum, where neither queues: what
+      // remains of the difference there is Steward's own, not the higher load it is under at the
+      // same rate (informative; the goal's rate stays half of Steward's maximum).
+      if (LOW_RATE < rate) lowLatency.set(route, await abba(LOW_RATE))
     }
-    latency.set(route, await abba(rate))
-    // The same probes at a rate far below either server's maximum, where neither queues: what
-    // remains of the difference there is Steward's own, not the higher load it is under at the
-    // same rate (informative; the goal's rate stays half of Steward's maximum).
-    if (LOW_RATE < rate) lowLatency.set(route, await abba(LOW_RATE))
   }
+  await probeLatency(latencyRoutes.filter(isPipelineRoute))
+  await runRounds(scenarios.filter((s) => !isPipelineRoute(s.route)), 'database')
+  await probeLatency(latencyRoutes.filter((route) => !isPipelineRoute(route)))
 
   // ---- POST /decisions vs POST /demo-request at one fixed rate ---------------------------------------
   // Half of the lower of the two maxima, so both run below saturation at the same offered load.
@@ -496,7 +513,7 @@ try {
   lines.push(`Generated by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString()}. ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), ` +
     `${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}; PostgreSQL: ${adminUrl ? 'local, loopback' : 'not reachable (PGlite)'}. ` +
     `Servers in their own processes; load generator (autocannon, ${CONNECTIONS} keep-alive connections, no pipelining) and pg loops in another; ` +
-    `${ROUNDS} rounds × ${SECONDS} s per measurement in alternating order, medians. Steward at LOG_LEVEL=warn unless noted; on Node it runs from its bundle through cli/launch.mjs, as \`./steward start\` runs it.`, '')
+    `${ROUNDS} rounds × ${SECONDS} s per measurement in alternating order, medians; the HTTP pipeline rows (GET /health, the 404, 400 and 401) and their latency probes first, in rounds of their own, before any scenario that writes to the database. Steward at LOG_LEVEL=warn unless noted; on Node it runs from its bundle through cli/launch.mjs, as \`./steward start\` runs it.`, '')
   lines.push('## Targets (ratios are machine-independent; absolute figures below are this machine only)', '')
   lines.push('| comparison | target | reached |', '|---|---|---|')
   for (const [name, want, value, t] of targets) {
