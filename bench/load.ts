@@ -113,9 +113,9 @@ export async function withPaused<T>(pids: readonly number[], work: () => Promise
  * probe's two and the server's) over two cores, and its timeslices, not the server, set the p99:
  * raw node:http's own p99 over twenty identical 2 s probes ran from 1 to 80 ms. With the probe on
  * one core, the server has the other to itself, as a server whose clients are elsewhere has, and
- * what is left of the first for its garbage collector's helper threads and the database. Pinning
- * the server to one core as well was tried and dropped: its garbage collector's helper threads
- * then waited for the main thread's core, which no deployment does.
+ * the room left on the probe's core for its garbage collector's helper threads and the database.
+ * Pinning the server to the other core as well was tried and dropped: its garbage collector's
+ * helper threads then waited for the main thread's core, which no deployment does.
  */
 export async function withProbePinned<T>(work: () => Promise<T>): Promise<{ pinned: boolean; result: T }> {
   const cores = os.availableParallelism()
