@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
 import { BY_OPERATOR } from '../storage/audit.ts'
-import { createScratchDatabase, reachable, startServer, statFields, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, NO_RATE_LIMITS, reachable, startServer, statFields, type ServerProcess } from './lib.ts'
 
 const TRIALS = Number(process.env.TRIALS ?? 200)
 const WAITERS = Number(process.env.WAITERS ?? 5000)
@@ -32,10 +32,7 @@ const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 10)
 const PASSWORD = 'a long enough bench password'
 const ENV = {
   LOG_LEVEL: 'warn',
-  API_RATE_LIMIT: '1000000000/60',
-  API_ORG_RATE_LIMIT: '1000000000/60',
-  LOGIN_RATE_LIMIT: '1000000000/60',
-  LEAD_RATE_LIMIT: '1000000000/60',
+  ...NO_RATE_LIMITS,
   MAX_CONNECTIONS: '20000',
   MAX_CONNECTIONS_PER_CLIENT: '20000',
 }

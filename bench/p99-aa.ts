@@ -14,7 +14,7 @@
 // the four servers share one scratch database, dropped at the end. Loopback only; about
 // (servers × probes × (1 s + the quiet wait)) per route and rate: some 50 s for the defaults.
 import { parseArgs } from 'node:util'
-import { createScratchDatabase, reachable, runtimeCommand, startProcess, startServer, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, median, NO_RATE_LIMITS, reachable, runtimeCommand, startProcess, startServer, type ServerProcess } from './lib.ts'
 import { fixedRateLatency, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec } from './load.ts'
 
 /** The refusals of bench/run.ts's pipeline rows, with the status each server must answer. */
@@ -46,19 +46,12 @@ if (probes % 2 !== 0) refuse('--probes must be even (each round runs the servers
 const adminUrl = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].find(Boolean) ?? ''
 if (!(await reachable(adminUrl))) refuse(`no PostgreSQL at ${adminUrl}`)
 
-// The bench's rate limits: high enough that no probe is ever answered 429.
-const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', API_ORG_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = s.length >> 1
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-}
 
 const scratch = await createScratchDatabase(adminUrl, 'steward_aa')
 const servers: Array<{ name: string; process: ServerProcess }> = []
 try {
   // One at a time: the first Steward migrates the scratch database.
-  for (const name of ['steward-a', 'steward-b']) servers.push({ name, process: await startServer('node', { DATABASE_URL: scratch.url, LOG_LEVEL: 'warn', ...RATES }) })
+  for (const name of ['steward-a', 'steward-b']) servers.push({ name, process: await startServer('node', { DATABASE_URL: scratch.url, LOG_LEVEL: 'warn', ...NO_RATE_LIMITS }) })
   const [cmd, args] = runtimeCommand('node', 'bench/targets/raw-http.ts')
   for (const name of ['raw-a', 'raw-b']) servers.push({ name, process: await startProcess('node', cmd, args, { DATABASE_URL: scratch.url }) })
 

@@ -38,7 +38,7 @@ import os from 'node:os'
 import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
-import { createScratchDatabase, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, NO_RATE_LIMITS, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
 import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
@@ -103,7 +103,6 @@ const NOTES = [
   '',
 ]
 const started = Date.now()
-const RATES = { LEAD_RATE_LIMIT: '1000000000/60', API_RATE_LIMIT: '1000000000/60', API_ORG_RATE_LIMIT: '1000000000/60', LOGIN_RATE_LIMIT: '1000000000/60' }
 
 type Target = 'steward-node' | 'steward-node-info' | 'steward-bun' | 'steward-deno' | 'bare-fetch' | 'bare-fetch-pglite' | 'raw-http' | 'fastify' | 'steward-pglite'
 const urls = new Map<Target, string>()
@@ -180,7 +179,7 @@ try {
     log('# no PostgreSQL reachable: database comparisons (pg loop, Fastify) skipped; Steward on PGlite')
     dataDir = join(os.tmpdir(), `steward-bench-${process.pid}`)
   }
-  const env = { DATABASE_URL: databaseUrl, DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...RATES }
+  const env = { DATABASE_URL: databaseUrl, DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...NO_RATE_LIMITS }
   // The first Steward process migrates; the world (org, key, policies) is seeded before the others.
   const start = async (target: Target, launch: () => Promise<ServerProcess>) => {
     const server = await launch()
