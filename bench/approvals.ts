@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
 import { BY_OPERATOR } from '../storage/audit.ts'
-import { createScratchDatabase, NO_RATE_LIMITS, reachable, startServer, statFields, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, findPostgres, NO_RATE_LIMITS, startServer, statFields, type ServerProcess } from './lib.ts'
 
 const TRIALS = Number(process.env.TRIALS ?? 200)
 const WAITERS = Number(process.env.WAITERS ?? 5000)
@@ -248,12 +248,7 @@ async function manyWaiters(world: World, server: ServerProcess, label: string, a
   )
 }
 
-const candidates = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].filter(Boolean) as string[]
-let adminUrl: string | null = null
-for (const url of candidates) if (await reachable(url)) {
-  adminUrl = url
-  break
-}
+const adminUrl = await findPostgres()
 
 const pgliteDir = join(os.tmpdir(), `steward-bench-approvals-${process.pid}`)
 cleanups.push(() => rmSync(pgliteDir, { recursive: true, force: true }))

@@ -46,7 +46,6 @@ export function processTree(root: number): number[] {
   return tree
 }
 
-/** The median (the mean of the middle two for an even count). */
 /**
  * Every rate limit of Steward's set so high that no benchmark request is ever answered 429: the
  * benchmarks measure the work of an answered request, not the limiter's refusal.
@@ -58,6 +57,7 @@ export const NO_RATE_LIMITS = {
   LOGIN_RATE_LIMIT: '1000000000/60',
 } as const
 
+/** The median (the mean of the middle two for an even count). */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
@@ -286,6 +286,17 @@ export async function createScratchDatabase(adminUrl: string, prefix = 'steward_
 }
 
 /** Can we reach this PostgreSQL URL within a second or two? */
+/**
+ * The PostgreSQL a benchmark uses: the first of BENCH_DATABASE_URL, TEST_DATABASE_URL and
+ * postgres://postgres@127.0.0.1:5432/test that answers, or null when none does.
+ */
+export async function findPostgres(): Promise<string | null> {
+  for (const url of [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test']) {
+    if (url && (await reachable(url))) return url
+  }
+  return null
+}
+
 export async function reachable(url: string | undefined | null): Promise<boolean> {
   if (!url) return false
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 })

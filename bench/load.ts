@@ -19,6 +19,17 @@ export interface RequestSpec {
   readonly body?: string | (() => string)
 }
 
+/**
+ * The refusals of the pipeline rows, answered before any database work, with the status every
+ * target must give: a path no route has, a lead post missing its required fields, and a key that
+ * is not of the key format (refused on its format, so the organization in the query is never read).
+ */
+export const PIPELINE_REFUSALS = {
+  'notfound-404': { method: 'GET', path: '/no-such-resource', status: 404 },
+  'bad-body-400': { method: 'POST', path: '/demo-request', body: JSON.stringify({ email: 'not-an-email' }), status: 400 },
+  'bad-key-401': { method: 'GET', path: '/policies?organization_id=00000000-0000-0000-0000-000000000000', headers: { authorization: 'Bearer stw_key_notavalidkeyatall' }, status: 401 },
+} as const satisfies Record<string, RequestSpec & { readonly status: number }>
+
 export interface Throughput {
   readonly rps: number
   readonly statuses: Record<string, number>

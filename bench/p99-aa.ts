@@ -14,15 +14,11 @@
 // the four servers share one scratch database, dropped at the end. Loopback only; about
 // (servers × probes × (1 s + the quiet wait)) per route and rate: some 50 s for the defaults.
 import { parseArgs } from 'node:util'
-import { createScratchDatabase, median, NO_RATE_LIMITS, reachable, runtimeCommand, startProcess, startServer, type ServerProcess } from './lib.ts'
-import { fixedRateLatency, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec } from './load.ts'
+import { createScratchDatabase, findPostgres, median, NO_RATE_LIMITS, runtimeCommand, startProcess, startServer, type ServerProcess } from './lib.ts'
+import { fixedRateLatency, PIPELINE_REFUSALS, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec } from './load.ts'
 
 /** The refusals of bench/run.ts's pipeline rows, with the status each server must answer. */
-const ROUTES: Readonly<Record<string, RequestSpec & { status: number }>> = {
-  'bad-key-401': { method: 'GET', path: '/policies?organization_id=00000000-0000-0000-0000-000000000000', headers: { authorization: 'Bearer stw_key_notavalidkeyatall' }, status: 401 },
-  'bad-body-400': { method: 'POST', path: '/demo-request', body: JSON.stringify({ email: 'not-an-email' }), status: 400 },
-  'notfound-404': { method: 'GET', path: '/no-such-resource', status: 404 },
-}
+const ROUTES: Readonly<Record<string, RequestSpec & { readonly status: number }>> = PIPELINE_REFUSALS
 const USAGE = `usage: bench/p99-aa.ts [--routes ${Object.keys(ROUTES).join(',')}] [--rates N,N…] [--probes N (even)]`
 
 const refuse = (message: string): never => {
@@ -43,9 +39,7 @@ const rates = values.rates.split(',').map((rate) => wholeNumber(rate, '--rates')
 const probes = wholeNumber(values.probes, '--probes')
 if (probes % 2 !== 0) refuse('--probes must be even (each round runs the servers forwards, the next one backwards)')
 
-const adminUrl = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].find(Boolean) ?? ''
-if (!(await reachable(adminUrl))) refuse(`no PostgreSQL at ${adminUrl}`)
-
+const adminUrl = (await findPostgres()) ?? refuse('no PostgreSQL answers (BENCH_DATABASE_URL, TEST_DATABASE_URL, postgres://postgres@127.0.0.1:5432/test)')
 
 const scratch = await createScratchDatabase(adminUrl, 'steward_aa')
 const servers: Array<{ name: string; process: ServerProcess }> = []

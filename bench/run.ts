@@ -38,8 +38,8 @@ import os from 'node:os'
 import pg from 'pg'
 import { createPostgresPool } from '../storage/connect.ts'
 import { silentLogger } from '../log.ts'
-import { createScratchDatabase, NO_RATE_LIMITS, reachable, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
-import { fixedRateLatency, maxThroughput, pgLoop, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec, type Throughput } from './load.ts'
+import { createScratchDatabase, findPostgres, NO_RATE_LIMITS, ROOT, runtimeCommand, seedDecisionWorld, seedWorld, startProcess, startServer, tsx, type BenchWorld, type ServerProcess } from './lib.ts'
+import { fixedRateLatency, maxThroughput, PIPELINE_REFUSALS, pgLoop, waitForQuiet, withPaused, withProbePinned, type Latency, type RequestSpec, type Throughput } from './load.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 2)
@@ -63,14 +63,7 @@ const hardStop = setTimeout(() => {
 }, HARD_LIMIT_MS)
 hardStop.unref()
 
-const candidates = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].filter(Boolean) as string[]
-let adminUrl: string | null = null
-for (const url of candidates) {
-  if (await reachable(url)) {
-    adminUrl = url
-    break
-  }
-}
+const adminUrl = await findPostgres()
 
 const servers: ServerProcess[] = []
 let scratch: Awaited<ReturnType<typeof createScratchDatabase>> | null = null
@@ -233,11 +226,11 @@ try {
   const specs: Record<string, RequestSpec> = {
     health: { method: 'GET', path: '/health' },
     // Routing, context, error and header middleware with no database work: the framework's own cost.
-    'notfound-404': { method: 'GET', path: '/no-such-resource' },
+    'notfound-404': PIPELINE_REFUSALS['notfound-404'],
     'demo-new': { method: 'POST', path: '/demo-request', body: newLead },
     'demo-dup': { method: 'POST', path: '/demo-request', body: lead(dupEmail) },
-    'bad-body-400': { method: 'POST', path: '/demo-request', body: JSON.stringify({ email: 'not-an-email' }) },
-    'bad-key-401': { method: 'GET', path: `/policies?organization_id=${world?.organizationId ?? '00000000-0000-0000-0000-000000000000'}`, headers: { authorization: 'Bearer stw_key_notavalidkeyatall' } },
+    'bad-body-400': PIPELINE_REFUSALS['bad-body-400'],
+    'bad-key-401': PIPELINE_REFUSALS['bad-key-401'],
   }
   if (world) specs.policies = { method: 'GET', path: `/policies?organization_id=${world.organizationId}`, headers: { authorization: `Bearer ${world.key}` } }
   const decide = (w: NonNullable<typeof pgliteWorld>): RequestSpec => ({ method: 'POST', path: '/decisions', headers: { authorization: `Bearer ${w.key}` }, body: w.body })

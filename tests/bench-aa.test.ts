@@ -22,7 +22,7 @@ t.test('an unknown route or option, a rate or probe count that is not a positive
     const result = run(...args)
     t.equal(result.status, 2, args.join(' '))
     t.match(result.stderr, message, args.join(' '))
-    t.match(result.stderr, /^usage: bench\/p99-aa\.ts \[--routes bad-key-401,bad-body-400,notfound-404\] \[--rates N,N…\] \[--probes N \(even\)\]$/m, args.join(' '))
+    t.match(result.stderr, /^usage: bench\/p99-aa\.ts \[--routes notfound-404,bad-body-400,bad-key-401\] \[--rates N,N…\] \[--probes N \(even\)\]$/m, args.join(' '))
     t.equal(result.stdout, '', `${args.join(' ')}: nothing measured`)
   }
 })
