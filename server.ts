@@ -16,16 +16,16 @@ import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
 import { parseReplayRequest, replayDecisions } from './routes/policy-replay.ts'
 import type { ProductOperations } from './cli/command.ts'
-import { passwordHasherFor, type PasswordHasher } from './storage/passwords.ts'
+import { passwordHasherFor, type PasswordHasher } from './auth/passwords.ts'
 import type { RateLimitStore } from './storage/ratelimits.ts'
 
 export type { Config } from './config.ts'
 export type { ConnectionInfo } from './http/context.ts'
 export type { FetchHandler } from './http/pipeline.ts'
-export type { Deps } from './routes/deps.ts'
+export type { Deps } from './services/deps.ts'
 export { loadConfig } from './config.ts'
 /** Vacuum and statistics for an embedded PGlite database, which has no autovacuum (README, Operations). */
-export { startHousekeeping } from './storage/housekeeping.ts'
+export { startHousekeeping } from './jobs/housekeeping.ts'
 
 /** What a caller passes; the composition root fills in what is omitted. */
 export interface HandlerDeps extends Omit<Deps, 'passwords' | 'rateLimits'> {

@@ -48,8 +48,8 @@ const cleanups: (() => Promise<unknown> | unknown)[] = []
 
 /** An organization and an owner key, written through the product's storage before any server opens it. */
 async function seedOwner(target: { databaseUrl: string } | { dataDir: string }): Promise<{ organizationId: string; key: string }> {
-  const { openDatabase } = await import('../storage/connect.ts')
-  const { migrateToLatest } = await import('../storage/migrate.ts')
+  const { openDatabase } = await import('../database/connect.ts')
+  const { migrateToLatest } = await import('../database/migrate.ts')
   const { silentLogger } = await import('../log.ts')
   const { createOrganization } = await import('../storage/organizations.ts')
   const { createApiKey } = await import('../storage/keys.ts')

@@ -7,7 +7,7 @@
 import { BY_OPERATOR } from '../storage/audit.ts'
 import type { Test } from 'tap'
 import { createHandler } from '../server.ts'
-import { createDecisionWriter } from '../storage/decision-writer.ts'
+import { createDecisionWriter } from '../services/decision-writer.ts'
 import { writeDecisions, type PendingDecision } from '../storage/decisions.ts'
 import { createApiKey } from '../storage/keys.ts'
 import { createOrganization } from '../storage/organizations.ts'

@@ -6,12 +6,12 @@
 // keeps the connection open as Steward's does.
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/fastify-reference.ts
 import Fastify, { type FastifyError, type FastifyReply } from 'fastify'
-import { createPostgresPool } from '../storage/connect.ts'
+import { createPostgresPool } from '../database/connect.ts'
 import { silentLogger } from '../log.ts'
 import { isValidEmail, MAX_EMAIL_LENGTH } from '../domain/email.ts'
-import { BEARER } from '../routes/credentials.ts'
+import { BEARER } from '../services/credentials.ts'
 import { FIELD_LIMITS } from '../routes/leads.ts'
-import { hashSecret, secretKind } from '../storage/secrets.ts'
+import { hashSecret, secretKind } from '../auth/secrets.ts'
 
 const url = process.env.DATABASE_URL
 if (!url) throw new Error('DATABASE_URL (postgres://…) is required')

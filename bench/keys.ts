@@ -5,11 +5,11 @@
 // 2. Revocation: in the same process the next request is refused (checked); across two server
 //    processes on one database, the delay from the revoking DELETE's 204 to the first 401 from the
 //    other process, over 20 trials (the other has the key cached).
-import { createCredentials } from '../routes/credentials.ts'
+import { createCredentials } from '../services/credentials.ts'
 import { buildContext } from '../http/context.ts'
 import { silentLogger } from '../log.ts'
 import { loadConfig } from '../config.ts'
-import { openDatabase } from '../storage/connect.ts'
+import { openDatabase } from '../database/connect.ts'
 import { createScratchDatabase, reachable, seedWorld, startServer } from './lib.ts'
 
 const adminUrl = [process.env.BENCH_DATABASE_URL, process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].find(Boolean)!

@@ -331,8 +331,8 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
   } catch {
     return null
   }
-  const { openDatabase } = await import('../storage/connect.ts')
-  const { migrateToLatest } = await import('../storage/migrate.ts')
+  const { openDatabase } = await import('../database/connect.ts')
+  const { migrateToLatest } = await import('../database/migrate.ts')
   const { silentLogger } = await import('../log.ts')
   const handle = await openDatabase({ databaseUrl, dataDir: '', logger: silentLogger })
   try {
@@ -388,8 +388,8 @@ export interface DecisionWorld {
  * PostgreSQL (`databaseUrl`) or in a PGlite data directory that no server holds yet (`dataDir`).
  */
 export async function seedDecisionWorld(target: { databaseUrl: string } | { dataDir: string }): Promise<DecisionWorld> {
-  const { openDatabase } = await import('../storage/connect.ts')
-  const { migrateToLatest } = await import('../storage/migrate.ts')
+  const { openDatabase } = await import('../database/connect.ts')
+  const { migrateToLatest } = await import('../database/migrate.ts')
   const { silentLogger } = await import('../log.ts')
   const { createOrganization } = await import('../storage/organizations.ts')
   const { createApiKey } = await import('../storage/keys.ts')

@@ -9,8 +9,8 @@ import { loadConfig } from '../config.ts'
 import { seedWorld } from '../fixtures/seed.ts'
 import { silentLogger } from '../log.ts'
 import { createHandler } from '../server.ts'
-import { openDatabase } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
+import { openDatabase } from '../database/connect.ts'
+import { migrateToLatest } from '../database/migrate.ts'
 
 const values = parseScriptArgs({ rounds: { type: 'string', default: '20' }, cost: { type: 'string', default: '17' } })
 const rounds = Number(values.rounds)

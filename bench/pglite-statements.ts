@@ -1,4 +1,4 @@
-// What preparing every query costs or saves on embedded PGlite (storage/pglite-statements.ts):
+// What preparing every query costs or saves on embedded PGlite (database/pglite-statements.ts):
 // the storage functions the routes call, on two in-memory PGlite databases opened alike, one
 // through the dialect as it runs (prepared statements) and one with `prepare: false` (each query
 // through PGlite's own `query`, as before). Operations interleaved one at a time (A B, then B A),
@@ -8,16 +8,16 @@
 import { Kysely, sql } from 'kysely'
 import { parseScriptArgs } from '../cli/command.ts'
 import { BY_OPERATOR } from '../storage/audit.ts'
-import { openEmbeddedPglite } from '../storage/connect.ts'
+import { openEmbeddedPglite } from '../database/connect.ts'
 import { databaseAnswers } from '../storage/health.ts'
 import { createApiKey, findActiveKeyByHash } from '../storage/keys.ts'
 import { insertDemoRequestUnlessRegistered } from '../storage/leads.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
+import { migrateToLatest } from '../database/migrate.ts'
 import { createOrganization } from '../storage/organizations.ts'
-import { PgliteDialect } from '../storage/pglite-dialect.ts'
+import { PgliteDialect } from '../database/pglite-dialect.ts'
 import { createPolicy } from '../storage/policies.ts'
-import type { Database } from '../storage/schema.ts'
-import { hashSecret } from '../storage/secrets.ts'
+import type { Database } from '../database/schema.ts'
+import { hashSecret } from '../auth/secrets.ts'
 import { median } from './lib.ts'
 
 const args = parseScriptArgs({ ops: { type: 'string' }, rounds: { type: 'string' } })

@@ -5,10 +5,10 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import { SYSTEM } from '../domain/audit.ts'
 import { silentLogger } from '../log.ts'
 import { recordEvent } from '../storage/audit.ts'
-import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
+import { openDatabase, type DatabaseHandle } from '../database/connect.ts'
+import { migrateToLatest } from '../database/migrate.ts'
 import { createOrganization } from '../storage/organizations.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import { createScratchDatabase, reachable } from './lib.ts'
 
 export interface SealWorld {

@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isEntryPoint } from '../cli/command.ts'
-import { buildMigratedTemplate } from '../storage/build-template.ts'
+import { buildMigratedTemplate } from '../database/build-template.ts'
 import { createScratchDatabase, freePort, processTree, reachable, ROOT, RUNTIMES, runtimeCommand, type Runtime } from './lib.ts'
 
 /**

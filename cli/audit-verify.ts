@@ -6,7 +6,7 @@ import { sealAll, sealedOrganizations, sealOrganization, verifyChain } from '../
 import { findOrganization } from '../storage/organizations.ts'
 import { UsageError, type Command, type Options, type OptionSpec } from './command.ts'
 import { withDatabase } from './database.ts'
-import type { DatabaseHandle } from '../storage/connect.ts'
+import type { DatabaseHandle } from '../database/connect.ts'
 
 const ORG: OptionSpec = { type: 'string', value: 'ID', description: 'only this organization (default: every organization that has seals)' }
 

@@ -8,9 +8,9 @@ import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
 import type { FetchHandler } from '../http/pipeline.ts'
 import type { Logger } from '../log.ts'
-import type { DatabaseHandle } from '../storage/connect.ts'
+import type { DatabaseHandle } from '../database/connect.ts'
 import type { RateLimitStore } from '../storage/ratelimits.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 
 /** Where a command reads and writes. Tests pass streams; stdin may be absent (no input at all). */
 export interface Io {

@@ -3,8 +3,8 @@
 import type { Config } from '../config.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
 import { createJsonLogger, type Logger } from '../log.ts'
-import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
+import { openDatabase, type DatabaseHandle } from '../database/connect.ts'
+import { migrateToLatest } from '../database/migrate.ts'
 import { holdingEventLoop } from './event-loop.ts'
 import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'
 

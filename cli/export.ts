@@ -7,7 +7,7 @@ import { basename, dirname, join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Kysely } from 'kysely'
 import { countLeads, streamLeads, type ExportedLead, type LeadList } from '../storage/leads.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import { CommandFailed } from './command.ts'
 
 export const EXPORT_COLUMNS = [

@@ -14,7 +14,7 @@ import { UUID } from '../domain/uuid.ts'
 import { HANDLE } from '../domain/agents.ts'
 import { CommandFailed, UsageError, type Command, type Options, type OptionSpec } from './command.ts'
 import { withDatabase } from './database.ts'
-import type { DatabaseHandle } from '../storage/connect.ts'
+import type { DatabaseHandle } from '../database/connect.ts'
 
 const ORG: OptionSpec = { type: 'string', value: 'ID', description: "the organization's id, as org create prints it", required: true }
 const FORMAT: OptionSpec = { type: 'string', value: 'FORMAT', description: 'aligned columns for people, or a JSON array for scripts', choices: ['table', 'json'], default: 'table' }

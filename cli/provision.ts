@@ -4,13 +4,13 @@
 // Passwords never need to be argv (visible in `ps` and shell history): they come from the
 // STEWARD_PASSWORD environment variable, or from standard input (prompted on a terminal, without echo).
 // --owner-password / --password exist for throwaway setups and print a warning.
-import type { DatabaseHandle } from '../storage/connect.ts'
-import { notifyCredentialChange } from '../storage/revocations.ts'
+import type { DatabaseHandle } from '../database/connect.ts'
+import { notifyCredentialChange } from '../database/notifications.ts'
 import { BY_OPERATOR } from '../storage/audit.ts'
 import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'
-import { hashPassword } from '../storage/passwords.ts'
-import type { Role } from '../storage/schema.ts'
+import { hashPassword } from '../auth/passwords.ts'
+import type { Role } from '../database/schema.ts'
 import { addOrChangeMembership, createUserUnlessExists, findUserByEmail, findUserEmails, setMembership } from '../storage/users.ts'
 import { creatorString } from '../domain/creator.ts'
 import { ROLES } from '../domain/roles.ts'

@@ -2,7 +2,7 @@
 import type { Config } from '../config.ts'
 import { createJsonLogger, errorCode } from '../log.ts'
 import type { BuildApp, RunCommand } from './command.ts'
-import { startHousekeeping } from '../storage/housekeeping.ts'
+import { startHousekeeping } from '../jobs/housekeeping.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { commandChannel } from './channel.ts'
 import { openLockedDatabase } from './database.ts'
@@ -41,7 +41,7 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
     // Background work (credential feed and timers, rate-limit sharing) starts here and stops at close.
     app.start()
     opened.push(() => app.close())
-    // PGlite has no autovacuum: this server analyzes and vacuums it (storage/housekeeping.ts).
+    // PGlite has no autovacuum: this server analyzes and vacuums it (jobs/housekeeping.ts).
     if (handle.kind === 'pglite') {
       const housekeeping = startHousekeeping(handle.db, { onError: (error, table) => logger.log('warn', 'database housekeeping failed', { table, code: errorCode(error) }) })
       opened.push(async () => {

@@ -4,15 +4,15 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import type { AuditBy } from '../storage/audit.ts'
 import { CapReachedError } from '../storage/caps.ts'
-import { HashingBusyError } from '../storage/passwords.ts'
+import { HashingBusyError } from '../auth/passwords.ts'
 import { ROLES } from '../domain/roles.ts'
 import { ROLE_SCOPES, type Scope } from '../domain/scopes.ts'
-import { SECRET_PATTERN } from '../storage/secrets.ts'
-import type { Credentials, Principal } from './credentials.ts'
+import { SECRET_PATTERN } from '../auth/secrets.ts'
+import type { Credentials, Principal } from '../services/credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { setHeaders, type Reply } from '../http/reply.ts'
 import type { RequestContext } from './deps.ts'
-import { rateLimitHeaders, type RateLimiter } from './ratelimit.ts'
+import { rateLimitHeaders, type RateLimiter } from '../services/ratelimit.ts'
 import type { ResponseDoc } from '../http/pipeline.ts'
 
 export const RoleSchema = v.pipe(v.picklist(ROLES, 'Field role must be one of owner, admin, manager, member, viewer'), v.description('Role within the organization.'))
@@ -166,7 +166,7 @@ export async function withinCap<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * The answer to a password hash the hasher refused (storage/passwords.ts): `share` when this client
+ * The answer to a password hash the hasher refused (auth/passwords.ts): `share` when this client
  * or account already has its share running or waiting (a 429), `overload` when every share is in
  * use (a 503). Any other error is returned as it is, to be thrown again.
  */

@@ -1,24 +1,24 @@
 // Decisions (docs/api.md): POST /decisions asks whether an agent may do something now, and
 // answers 200 with allow, deny or require_approval and why; the answer is sent only once its
-// row is committed (group commit, storage/decision-writer.ts). POST /decisions/simulate answers
+// row is committed (group commit, services/decision-writer.ts). POST /decisions/simulate answers
 // the same without writing anything. GET /decisions and GET /decisions/{decision_id} read the log.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
 import { SYSTEM } from '../domain/audit.ts'
 import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
-import type { DecisionWriter } from '../storage/decision-writer.ts'
-import { createDecisionContextCache, type AgentRef } from '../storage/decision-contexts.ts'
+import type { DecisionWriter } from '../services/decision-writer.ts'
+import { createDecisionContextCache, type AgentRef } from '../services/decision-contexts.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
-import type { PolicySetCache } from '../storage/policyset-cache.ts'
+import type { PolicySetCache } from '../services/policyset-cache.ts'
 import { agentCap } from './agents.ts'
 import { HANDLE } from '../domain/agents.ts'
 import { auditBy, protectedErrors, type Guard } from './access.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import type { BodyDoc } from '../http/pipeline.ts'
 import { UUID } from '../domain/uuid.ts'
-import { INVALID_CREDENTIAL, type Principal } from './credentials.ts'
+import { INVALID_CREDENTIAL, type Principal } from '../services/credentials.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'

@@ -1,5 +1,5 @@
 // The grants of the token endpoint (routes/auth.ts): an API key, a user's password, a refresh
-// token. Each checks its credential inside one throttled attempt (routes/attempts.ts) and returns
+// token. Each checks its credential inside one throttled attempt (services/attempts.ts) and returns
 // the session it starts; errors carry RFC 6749 §5.2 codes.
 import * as v from 'valibot'
 import type { Role } from '../domain/roles.ts'
@@ -7,14 +7,14 @@ import { MAX_EMAIL_LENGTH, normalizeEmail } from '../domain/email.ts'
 import { parseWith } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import { findActiveKeyByHash } from '../storage/keys.ts'
-import type { PasswordHasher } from '../storage/passwords.ts'
-import { hashSecret, sameHash, secretKind } from '../storage/secrets.ts'
+import type { PasswordHasher } from '../auth/passwords.ts'
+import { hashSecret, sameHash, secretKind } from '../auth/secrets.ts'
 import { rotateRefreshToken, startSession } from '../storage/tokens.ts'
 import { eventBy, type AuditBy } from '../storage/audit.ts'
 import { findUserByEmail, listMembershipsOfUser, recordLoginFailure, type Membership } from '../storage/users.ts'
 import { hashingBusyError } from './access.ts'
-import { createAttempts } from './attempts.ts'
-import type { Credentials } from './credentials.ts'
+import { createAttempts } from '../services/attempts.ts'
+import type { Credentials } from '../services/credentials.ts'
 import type { RequestContext } from './deps.ts'
 
 /** RFC 6749 §5.1: token responses, errors included, are never cached. */

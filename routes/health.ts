@@ -5,7 +5,7 @@ import { ProductErrorSchema } from './access.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { databaseAnswers } from '../storage/health.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 
 const CHECK_TIMEOUT_MS = 2000

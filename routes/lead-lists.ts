@@ -13,7 +13,7 @@ import { json, type Reply } from '../http/reply.ts'
 import { listLeadPage, type ExportedLead, type LeadList } from '../storage/leads.ts'
 import { findOldestOrganizationId } from '../storage/organizations.ts'
 import { protectedErrors, type Guard } from './access.ts'
-import type { Principal } from './credentials.ts'
+import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseValue } from './input.ts'
 

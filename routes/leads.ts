@@ -10,7 +10,7 @@ import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit } from '../storage/leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
-import { createRateLimiter, rateLimitHeaders, type RateLimitDecision, type RateLimiter } from './ratelimit.ts'
+import { createRateLimiter, rateLimitHeaders, type RateLimitDecision, type RateLimiter } from '../services/ratelimit.ts'
 
 const MISSING_FIELDS = 'Missing required fields'
 const INVALID_EMAIL = 'Invalid email'

@@ -1,5 +1,5 @@
 // Webhook endpoints (Admin+): create (the signing secret is shown once), list, read, delete, the
-// delivery log and replay. Delivery itself is the worker's (routes/webhook-delivery.ts).
+// delivery log and replay. Delivery itself is the worker's (jobs/webhook-delivery.ts).
 import { randomBytes } from 'node:crypto'
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
@@ -22,10 +22,10 @@ import {
   type WebhookRow,
 } from '../storage/webhooks.ts'
 import { protectedErrors, type Guard } from './access.ts'
-import type { Principal } from './credentials.ts'
+import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CursorTimestamp, CursorUuid, CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseQuery, pathId } from './input.ts'
-import { refusedLiteral } from './webhook-sender.ts'
+import { refusedLiteral } from '../services/webhook-sender.ts'
 
 const WEBHOOK_NOT_FOUND = 'Webhook not found'
 const DELIVERY_NOT_FOUND = 'Delivery not found'

@@ -6,7 +6,7 @@ import type { Kysely, Transaction } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
-import type { AgentTable, Database } from './schema.ts'
+import type { AgentTable, Database } from '../database/schema.ts'
 
 export type AgentStatus = AgentTable['status']
 

@@ -6,7 +6,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
 import { BY_SYSTEM, eventBy, recordEvent, recordEvents, type AuditBy, type AuditEventInput } from './audit.ts'
-import type { ApprovalStatus, Database } from './schema.ts'
+import type { ApprovalStatus, Database } from '../database/schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
 

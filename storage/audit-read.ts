@@ -2,7 +2,7 @@
 // stream (oldest first). Every query is scoped by the organization. Knows nothing of HTTP.
 import { sql, type Kysely } from 'kysely'
 import type { ActorType, AuditEventType } from '../domain/audit.ts'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface AuditEventRow {
   event_id: number

@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import { OPERATOR } from '../domain/audit.ts'
 import { eventBy, recordEvent } from './audit.ts'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface ExportRecord {
   organizationId: string

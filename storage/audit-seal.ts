@@ -23,8 +23,8 @@
 import { createHash } from 'node:crypto'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import { canonicalJson } from '../engine/canonical.ts'
-import type { Database } from './schema.ts'
-import { turn } from './turn.ts'
+import type { Database } from '../database/schema.ts'
+import { turn } from '../database/turn.ts'
 
 export const ZERO_SHA256 = '0'.repeat(64)
 /**

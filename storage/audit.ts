@@ -2,8 +2,8 @@
 // event commits or rolls back with it. Reading, sealing and export live in their own modules.
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
 import { OPERATOR, SYSTEM, withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
-import { preparedText } from './prepared.ts'
-import type { Database } from './schema.ts'
+import { preparedText } from '../database/prepared.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface AuditEventInput {
   readonly organizationId: string

@@ -2,7 +2,7 @@
 // happen under a lock on the organization's row, so parallel creations cannot all pass a check
 // made before any of them inserted. Knows nothing of HTTP: routes turn CapReachedError into 409.
 import type { Kysely, Transaction } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export class CapReachedError extends Error {
   override name = 'CapReachedError'

@@ -6,8 +6,8 @@ import type { PolicyInput } from '../engine/index.ts'
 import { toAgent, type Agent } from './agents.ts'
 import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
-import { preparedText } from './prepared.ts'
-import type { Database, DecisionTable } from './schema.ts'
+import { preparedText } from '../database/prepared.ts'
+import type { Database, DecisionTable } from '../database/schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
 

@@ -1,6 +1,6 @@
 // The database health check: one round trip, bounded by its own deadline.
 import { CompiledQuery, type Kysely } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 /**
  * Compiled once, not built by the query builder on each check: under load the check runs

@@ -5,8 +5,8 @@
 import type { Kysely } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
-import type { Database, Role } from './schema.ts'
-import { generateSecret, hashSecret } from './secrets.ts'
+import type { Database, Role } from '../database/schema.ts'
+import { generateSecret, hashSecret } from '../auth/secrets.ts'
 import { normalizeEmail } from '../domain/email.ts'
 import { createUserUnlessExists, type Member } from './users.ts'
 

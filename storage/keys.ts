@@ -5,8 +5,8 @@ import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
 import { ROLE_SCOPES } from '../domain/scopes.ts'
 import { eventBy, executeWithEvents, recordEvent, type AuditBy, type AuditEventInput } from './audit.ts'
-import type { Database } from './schema.ts'
-import { displayPrefix, generateSecret, hashSecret } from './secrets.ts'
+import type { Database } from '../database/schema.ts'
+import { displayPrefix, generateSecret, hashSecret } from '../auth/secrets.ts'
 
 export interface NewApiKey {
   organizationId: string

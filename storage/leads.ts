@@ -1,7 +1,7 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
-import type { Database, DemoRequestTable } from './schema.ts'
+import type { Database, DemoRequestTable } from '../database/schema.ts'
 
 /** A demo request as the route hands it over; the server adds the normalized email and time. */
 export type NewDemoRequest = Omit<DemoRequestTable, 'id' | 'email_normalized' | 'received_at'>

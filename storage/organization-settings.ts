@@ -4,7 +4,7 @@
 import type { Kysely } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
-import type { Database, DefaultDecision } from './schema.ts'
+import type { Database, DefaultDecision } from '../database/schema.ts'
 
 export type UnknownAgents = 'deny' | 'evaluate'
 

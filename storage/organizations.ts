@@ -1,6 +1,6 @@
 // Organizations: the tenant every product row belongs to. Knows nothing of HTTP.
 import type { Kysely } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface Organization {
   id: string

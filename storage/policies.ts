@@ -7,7 +7,7 @@ import type { AuditEventType } from '../domain/audit.ts'
 import { eventBy, executeWithEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export type Effect = 'allow' | 'deny' | 'require_approval'
 export type Mode = 'enforce' | 'monitor'

@@ -1,5 +1,5 @@
 // Rate limits counted across every process sharing one PostgreSQL database, with no database
-// round trip on the request path: each process counts locally (routes/ratelimit.ts) and, every
+// round trip on the request path: each process counts locally (services/ratelimit.ts) and, every
 // `intervalMs`, adds its deltas to `rate_limit_counters` in one batched upsert whose RETURNING
 // gives the global totals back; each window then decides on local + others' counts.
 //
@@ -13,10 +13,10 @@
 // With the default 250 ms interval and a client spread over two processes, that is a few requests.
 import { sql, type Kysely } from 'kysely'
 import type { Logger } from '../log.ts'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 /**
- * The sharing contract between a process-local limiter (routes/ratelimit.ts) and this store.
+ * The sharing contract between a process-local limiter (services/ratelimit.ts) and this store.
  * One key's counts not yet shared, drained by a sync. */
 export interface PendingCount {
   readonly key: string

@@ -3,7 +3,7 @@
 // decisions never holds more than one page in memory. Knows nothing of HTTP or of the engine.
 // Reads the agents table only for their labels.
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export type LoggedOutcome = 'allow' | 'deny' | 'require_approval'
 

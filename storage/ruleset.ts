@@ -3,7 +3,7 @@
 // cached under (organization, revision); a decision reads the current revision with the agent
 // in its first query, so no process can decide with a set older than the last committed change.
 import { sql, type Kysely, type Transaction } from 'kysely'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 /** Bumps and returns the organization's revision; call inside the transaction that makes the change. */
 export async function bumpRulesetRevision(trx: Transaction<Database> | Kysely<Database>, organizationId: string): Promise<number> {

@@ -3,9 +3,9 @@
 // nothing of HTTP.
 import { recordEvents, type AuditEventInput } from './audit.ts'
 import type { Kysely } from 'kysely'
-import type { Database, Role } from './schema.ts'
+import type { Database, Role } from '../database/schema.ts'
 import { lowerRole } from '../domain/roles.ts'
-import { generateSecret, hashSecret } from './secrets.ts'
+import { generateSecret, hashSecret } from '../auth/secrets.ts'
 
 export interface FamilyOwner {
   organizationId: string

@@ -2,7 +2,7 @@
 import { sql, type Kysely } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
-import type { Database, Role } from './schema.ts'
+import type { Database, Role } from '../database/schema.ts'
 
 export interface User {
   id: string

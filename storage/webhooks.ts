@@ -4,7 +4,7 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import { withoutSecrets, type Actor } from '../domain/audit.ts'
 import { coveredTypes, DISABLE_AFTER_MS, retryDelay, SUBSCRIPTION_COVERS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../domain/webhooks.ts'
 import { recordEvent } from './audit.ts'
-import type { Database } from './schema.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface WebhookRow {
   webhook_id: string

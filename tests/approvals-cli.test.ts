@@ -8,7 +8,7 @@ import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { createJsonLogger } from '../log.ts'
 import { createHandler } from '../server.ts'
-import { openDatabase } from '../storage/connect.ts'
+import { openDatabase } from '../database/connect.ts'
 import { captured, testConfig } from './helpers.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-appr-cli-'))

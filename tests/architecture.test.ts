@@ -14,21 +14,34 @@ function layerOf(file: string): string {
   return slash < 0 ? file.replace(/\.ts$/, '') : file.slice(0, slash)
 }
 
-/** Which layers each layer may import (its own always). Anything absent may import nothing else. */
+/**
+ * Which layers each layer may import (its own always). Anything absent may import nothing else.
+ * The floors, top to bottom: server (composition root) → routes (HTTP) and jobs (timers) →
+ * services (use cases, caches, hubs) → storage (repositories) → database (connection, dialects,
+ * migrations, schema). engine, domain, auth, http, config and log are rooms beside them.
+ */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   domain: [],
   engine: [],
   log: [],
+  auth: ['domain'],
   config: ['domain'],
   http: ['domain', 'log'],
-  storage: ['engine', 'domain', 'log', 'config'],
+  database: ['domain', 'log'],
+  storage: ['database', 'engine', 'domain', 'log', 'auth'],
+  // Services answer with HttpError where a refusal is the answer (see SERVICE_HTTP below).
+  services: ['storage', 'database', 'engine', 'domain', 'log', 'config', 'auth', 'http'],
+  jobs: ['services', 'storage', 'database', 'engine', 'domain', 'log', 'config'],
   wellknown: ['http', 'domain', 'config'],
-  routes: ['engine', 'storage', 'domain', 'http', 'log', 'config', 'wellknown'],
-  cli: ['http', 'storage', 'domain', 'log', 'config'],
-  fixtures: ['cli', 'storage', 'domain', 'log', 'config'],
+  routes: ['services', 'storage', 'database', 'engine', 'domain', 'http', 'log', 'config', 'wellknown', 'auth'],
+  cli: ['http', 'services', 'jobs', 'storage', 'database', 'auth', 'engine', 'domain', 'log', 'config'],
+  fixtures: ['cli', 'storage', 'database', 'auth', 'domain', 'log', 'config'],
   // The composition root builds everything; nothing imports it back.
-  server: ['cli', 'config', 'domain', 'engine', 'http', 'log', 'routes', 'storage', 'wellknown'],
+  server: ['cli', 'config', 'domain', 'engine', 'http', 'log', 'routes', 'services', 'jobs', 'storage', 'database', 'auth', 'wellknown'],
 }
+
+/** The only http/ files a service may use: the refusal type and the request context's type. */
+const SERVICE_HTTP = new Set(['http/errors.ts', 'http/context.ts'])
 
 export type Graph = ReadonlyMap<string, readonly string[]>
 
@@ -41,6 +54,7 @@ export function wrongWay(graph: Graph): string[] {
       const target = layerOf(to)
       if (to === 'server.ts') out.push(`${from} → ${to} (nothing imports the composition root)`)
       else if (target !== layer && !(ALLOWED[layer] ?? []).includes(target)) out.push(`${from} → ${to} (${layer} may not import ${target})`)
+      else if (layer === 'services' && target === 'http' && !SERVICE_HTTP.has(to)) out.push(`${from} → ${to} (services may use only ${[...SERVICE_HTTP].join(' and ')} of http)`)
     }
   }
   return out
@@ -100,7 +114,7 @@ const graph = importGraph(sourceFiles())
 
 t.test('the graph covers every layer, so the rules below check something', async (t) => {
   const layers = new Set([...graph.keys()].map(layerOf))
-  for (const layer of ['domain', 'http', 'routes', 'storage', 'engine', 'cli', 'wellknown', 'server', 'config', 'log']) t.ok(layers.has(layer), `${layer} has files`)
+  for (const layer of ['domain', 'http', 'routes', 'services', 'jobs', 'storage', 'database', 'auth', 'engine', 'cli', 'wellknown', 'server', 'config', 'log']) t.ok(layers.has(layer), `${layer} has files`)
   t.ok([...graph.values()].flat().length > 100, 'and imports')
   t.same([...graph.values()].flat().filter((to) => !graph.has(to)), [], 'every relative import names a file that exists')
 })
@@ -121,9 +135,10 @@ t.test('no source file uses node:async_hooks (on Node 20 one AsyncLocalStorage.r
   t.same(users, [])
 })
 
-t.test('storage, cli and http never import routes; nothing imports server.ts', async (t) => {
+t.test('only the composition root imports routes/ and starts jobs/; nothing imports server.ts', async (t) => {
   const into = (prefix: string) => [...graph].flatMap(([from, to]) => to.filter((x) => x.startsWith(prefix)).map((x) => `${from} → ${x}`))
   t.same(into('routes/').filter((line) => !line.startsWith('routes/') && !line.startsWith('server.ts')), [])
+  t.same(into('jobs/').filter((line) => !/^(jobs\/|server\.ts|cli\/)/.test(line)), [])
   t.same(into('server.ts'), [])
 })
 
@@ -136,12 +151,17 @@ t.test('the checks catch a bad graph', async (t) => {
     ['domain/e.ts', ['domain/f.ts']],
     ['domain/f.ts', ['domain/e.ts']],
     ['engine/g.ts', ['domain/e.ts']],
+    ['services/h.ts', ['http/pipeline.ts', 'http/errors.ts', 'routes/b.ts']],
+    ['storage/i.ts', ['services/h.ts', 'database/j.ts']],
   ])
   t.same(wrongWay(bad).sort(), [
     'cli/d.ts → server.ts (nothing imports the composition root)',
     'engine/g.ts → domain/e.ts (engine may not import domain)',
     'http/c.ts → config.ts (http may not import config)',
+    'services/h.ts → http/pipeline.ts (services may use only http/errors.ts and http/context.ts of http)',
+    'services/h.ts → routes/b.ts (services may not import routes)',
     'storage/a.ts → routes/b.ts (storage may not import routes)',
+    'storage/i.ts → services/h.ts (storage may not import services)',
   ])
   t.same(cycles(bad), [
     ['domain/e.ts', 'domain/f.ts', 'domain/e.ts'],

@@ -1,8 +1,8 @@
-// The per-process cache of decision contexts (storage/decision-contexts.ts): what it keeps, how
+// The per-process cache of decision contexts (services/decision-contexts.ts): what it keeps, how
 // entries are named (organization and agent, by id or by handle), and its bound. Whether a
 // cached context may decide is the guarded insert's job (tests/decisions.test.ts).
 import t from 'tap'
-import { createDecisionContextCache } from '../storage/decision-contexts.ts'
+import { createDecisionContextCache } from '../services/decision-contexts.ts'
 import type { DecisionContext } from '../storage/decisions.ts'
 
 const ORG_A = '00000000-0000-4000-8000-00000000000a'

@@ -3,7 +3,8 @@
 // organization applied row by row).
 import { sql } from 'kysely'
 import t from 'tap'
-import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions, startDecisionMaintenance } from '../storage/decision-partitions.ts'
+import { applyDecisionRetention, ensureDecisionPartitions, listDecisionPartitions } from '../database/partitions.ts'
+import { startDecisionMaintenance } from '../jobs/decision-maintenance.ts'
 import { openTestDatabase } from './helpers.ts'
 import { createOrganization } from '../storage/organizations.ts'
 

@@ -3,7 +3,7 @@
 // decision helper.
 import { sql, type Kysely } from 'kysely'
 import { bumpRulesetRevision } from '../storage/ruleset.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import { jsonOf, type ProductApp } from './product-support.ts'
 
 export interface PolicySpec {

@@ -3,7 +3,7 @@
 import t from 'tap'
 import { Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type DatabaseConnection, type Driver, type QueryResult } from 'kysely'
 import { healthRoutes } from '../routes/health.ts'
-import type { RequestContext } from '../routes/deps.ts'
+import type { RequestContext } from '../services/deps.ts'
 
 /** A database whose queries wait until the test settles them, counting how many were sent. */
 function heldDatabase() {

@@ -1,9 +1,9 @@
-// Autovacuum's job on the embedded database (storage/housekeeping.ts): every table of the schema
+// Autovacuum's job on the embedded database (jobs/housekeeping.ts): every table of the schema
 // analyzed, every table and catalog vacuumed, one statement each, and nothing after stop().
 // Runs on both databases (the module is the same); a server starts it on PGlite only.
 import { sql } from 'kysely'
 import t from 'tap'
-import { startHousekeeping } from '../storage/housekeeping.ts'
+import { startHousekeeping } from '../jobs/housekeeping.ts'
 import { writeDecisions, type PendingDecision } from '../storage/decisions.ts'
 import { createOrganization } from '../storage/organizations.ts'
 import { openTestDatabase } from './helpers.ts'

@@ -28,7 +28,7 @@ t.test('the bundle answers like the sources', async (t) => {
   const meta = JSON.parse(readFileSync(META, 'utf8'))
   t.equal(meta.node, process.version)
   t.ok(Array.isArray(meta.inputs['server.ts']), 'server.ts is an input')
-  t.ok(Array.isArray(meta.inputs['storage/connect.ts']), 'storage is bundled')
+  t.ok(Array.isArray(meta.inputs['database/connect.ts']), 'storage is bundled')
   t.ok(Array.isArray(meta.inputs['package-lock.json']), 'dependency versions count as an input')
   t.notOk(Object.keys(meta.inputs).some((file) => file.startsWith('node_modules/@electric-sql/pglite/')), 'PGlite stays outside the bundle')
   t.ok(Array.isArray(meta.inputs['node_modules/.package-lock.json']), 'an npm install counts as an input')

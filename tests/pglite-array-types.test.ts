@@ -1,10 +1,10 @@
-// The embedded database opens without PGlite's array-type query (storage/pglite-array-types.ts):
+// The embedded database opens without PGlite's array-type query (database/pglite-array-types.ts):
 // the list it registers instead must equal what that query finds for the built-in types, and
 // arrays must convert both ways exactly as with PGlite's own opening.
 import { PGlite, types } from '@electric-sql/pglite'
 import * as pgliteModule from '@electric-sql/pglite'
 import t from 'tap'
-import { BUILTIN_ARRAY_TYPES, openPglite } from '../storage/pglite-array-types.ts'
+import { BUILTIN_ARRAY_TYPES, openPglite } from '../database/pglite-array-types.ts'
 
 const ARRAY_TYPES_QUERY = `
   SELECT b.oid, b.typarray FROM pg_catalog.pg_type a LEFT JOIN pg_catalog.pg_type b ON b.oid = a.typelem

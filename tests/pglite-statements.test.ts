@@ -1,14 +1,14 @@
-// The embedded database's prepared statements (storage/pglite-statements.ts): results and
+// The embedded database's prepared statements (database/pglite-statements.ts): results and
 // parameters convert exactly as through PGlite's own `query`, the cache stays bounded and closes
 // what it drops, a schema change does not break a prepared statement, and an error leaves neither
 // the cache nor the connection in a bad state.
 import * as pgliteModule from '@electric-sql/pglite'
 import { sql } from 'kysely'
 import t from 'tap'
-import { fromPglite } from '../storage/connect.ts'
-import { openPglite } from '../storage/pglite-array-types.ts'
-import { MAX_PREPARED_PARAMETERS, PreparedStatements, STATEMENT_CACHE_SIZE } from '../storage/pglite-statements.ts'
-import { preparedText } from '../storage/prepared.ts'
+import { fromPglite } from '../database/connect.ts'
+import { openPglite } from '../database/pglite-array-types.ts'
+import { MAX_PREPARED_PARAMETERS, PreparedStatements, STATEMENT_CACHE_SIZE } from '../database/pglite-statements.ts'
+import { preparedText } from '../database/prepared.ts'
 
 const pglite = await openPglite(pgliteModule, {})
 const statements = new PreparedStatements(pglite)

@@ -7,12 +7,12 @@ import { join } from 'node:path'
 import { sql } from 'kysely'
 import t from 'tap'
 import { silentLogger } from '../log.ts'
-import { buildMigratedTemplate } from '../storage/build-template.ts'
-import { openDatabase, pgliteStartParams } from '../storage/connect.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
-import { migrations } from '../storage/migrations/index.ts'
-import { listDecisionPartitions } from '../storage/decision-partitions.ts'
-import { createFromTemplate } from '../storage/pglite-template.ts'
+import { buildMigratedTemplate } from '../database/build-template.ts'
+import { openDatabase, pgliteStartParams } from '../database/connect.ts'
+import { migrateToLatest } from '../database/migrate.ts'
+import { migrations } from '../database/migrations/index.ts'
+import { listDecisionPartitions } from '../database/partitions.ts'
+import { createFromTemplate } from '../database/pglite-template.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'steward-template-'))
 t.teardown(() => rmSync(root, { recursive: true, force: true }))

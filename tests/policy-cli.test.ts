@@ -8,7 +8,7 @@ import t from 'tap'
 import { runCli } from '../cli/main.ts'
 import { productOperations } from '../server.ts'
 import { createJsonLogger } from '../log.ts'
-import { openDatabase } from '../storage/connect.ts'
+import { openDatabase } from '../database/connect.ts'
 import { captured } from './helpers.ts'
 import { childEnv, startServerProcess } from './process-support.ts'
 

@@ -4,9 +4,9 @@ import { BY_OPERATOR } from '../storage/audit.ts'
 import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
 import { createHandler } from '../server.ts'
-import { createPostgresPool } from '../storage/connect.ts'
-import type { Database } from '../storage/schema.ts'
-import { generateSecret } from '../storage/secrets.ts'
+import { createPostgresPool } from '../database/connect.ts'
+import type { Database } from '../database/schema.ts'
+import { generateSecret } from '../auth/secrets.ts'
 import { FakeClock, memoryLogger, testConfig } from './helpers.ts'
 import { form, jsonOf, productApp } from './product-support.ts'
 
@@ -123,7 +123,7 @@ t.test('refresh tokens', async (t) => {
   })
 
   async function familyOf(accessToken: string): Promise<string> {
-    const { hashSecret } = await import('../storage/secrets.ts')
+    const { hashSecret } = await import('../auth/secrets.ts')
     const row = await app.db.selectFrom('access_tokens').select('family_id').where('token_hash', '=', hashSecret(accessToken)).executeTakeFirstOrThrow()
     return row.family_id
   }
@@ -246,7 +246,7 @@ t.test('errors', async (t) => {
   }
 
   t.test('a well-formed but unknown key: 401, same body', async (t) => {
-    const { generateSecret } = await import('../storage/secrets.ts')
+    const { generateSecret } = await import('../auth/secrets.ts')
     const res = await app.call('GET', `/policies?organization_id=${vars.ORG_A}`, { token: generateSecret('key') })
     t.equal(res.status, 401)
     t.same(await jsonOf(res), invalid)
@@ -390,7 +390,7 @@ t.test('security', async (t) => {
   })
 
   t.test('repeated refresh failures from one client answer 429 with Retry-After', async (t) => {
-    const { generateSecret } = await import('../storage/secrets.ts')
+    const { generateSecret } = await import('../auth/secrets.ts')
     const limited = await productApp(t, { env: { LOGIN_RATE_LIMIT: '3/60' } })
     const login = await jsonOf(await limited.call('POST', '/auth/login', { json: { email: limited.vars.USER_EMAIL_A, password: limited.vars.USER_PASSWORD_A } }))
     const statuses: number[] = []

@@ -4,9 +4,9 @@
 // key keeps its own role. Changes apply on the next request, in this process and in another one.
 import t from 'tap'
 import { HttpError } from '../http/errors.ts'
-import { createCredentials } from '../routes/credentials.ts'
+import { createCredentials } from '../services/credentials.ts'
 import { silentLogger } from '../log.ts'
-import type { RequestContext } from '../routes/deps.ts'
+import type { RequestContext } from '../services/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
 

@@ -3,8 +3,8 @@
 import { Kysely, PostgresDialect } from 'kysely'
 import t from 'tap'
 import { silentLogger } from '../log.ts'
-import { createPostgresPool, type DatabaseHandle } from '../storage/connect.ts'
-import type { Database } from '../storage/schema.ts'
+import { createPostgresPool, type DatabaseHandle } from '../database/connect.ts'
+import type { Database } from '../database/schema.ts'
 import { TEST_DATABASE_URL } from './helpers.ts'
 import { jsonOf, productApp } from './product-support.ts'
 

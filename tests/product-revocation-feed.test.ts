@@ -3,10 +3,10 @@
 // back, caching resumes.
 import t from 'tap'
 import { HttpError } from '../http/errors.ts'
-import { createCredentials } from '../routes/credentials.ts'
+import { createCredentials } from '../services/credentials.ts'
 import { silentLogger } from '../log.ts'
-import type { RequestContext } from '../routes/deps.ts'
-import { createPostgresPool } from '../storage/connect.ts'
+import type { RequestContext } from '../services/deps.ts'
+import { createPostgresPool } from '../database/connect.ts'
 import { FakeClock, openTestDatabase, TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { seedWorld } from '../fixtures/seed.ts'
 

@@ -1,7 +1,7 @@
 // Rate limits counted across processes: two limiters (as two processes would hold) sharing one
 // database through their own stores. No timing: every sync is an explicit flush.
 import t from 'tap'
-import { createRateLimiter } from '../routes/ratelimit.ts'
+import { createRateLimiter } from '../services/ratelimit.ts'
 import type { SharedCounters } from '../storage/ratelimits.ts'
 import { createRateLimitStore } from '../storage/ratelimits.ts'
 import { openTestDatabase } from './helpers.ts'

@@ -4,9 +4,9 @@
 // successor (and what the old key issued) alive, while revoking the successor reaches them.
 import t from 'tap'
 import { HttpError } from '../http/errors.ts'
-import { createCredentials } from '../routes/credentials.ts'
+import { createCredentials } from '../services/credentials.ts'
 import { silentLogger } from '../log.ts'
-import type { RequestContext } from '../routes/deps.ts'
+import type { RequestContext } from '../services/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { jsonOf, productApp, type ProductApp } from './product-support.ts'
 

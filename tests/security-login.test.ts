@@ -4,7 +4,7 @@
 // told before that.
 import { BY_OPERATOR } from '../storage/audit.ts'
 import t from 'tap'
-import { createPasswordHasher, hashPassword, HashingBusyError, type HashOwner } from '../storage/passwords.ts'
+import { createPasswordHasher, hashPassword, HashingBusyError, type HashOwner } from '../auth/passwords.ts'
 import { createUserUnlessExists, findUserByEmail, setMembership } from '../storage/users.ts'
 import { jsonOf, productApp, type ProductApp } from './product-support.ts'
 

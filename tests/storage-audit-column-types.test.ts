@@ -10,7 +10,7 @@ import t from 'tap'
 import { ACTOR_TYPES, AUDIT_EVENT_TYPES } from '../domain/audit.ts'
 import { BY_OPERATOR, eventBy, executeWithEvents } from '../storage/audit.ts'
 import { sealOrganization, verifyChain } from '../storage/audit-seal.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import { emptyDatabase } from './helpers.ts'
 
 const BEFORE = '2026-11-23T06-seal-index'

@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely'
 import t from 'tap'
 import { compilePolicySet, decide } from '../engine/index.ts'
 import { findPolicy, findPolicyVersion } from '../storage/policies.ts'
-import type { Database } from '../storage/schema.ts'
+import type { Database } from '../database/schema.ts'
 import { emptyDatabase } from './helpers.ts'
 
 const BEFORE = '2026-11-23T01-invitations-caps'

@@ -7,11 +7,11 @@ import { join } from 'node:path'
 import { sql, type Kysely } from 'kysely'
 import t, { type Test } from 'tap'
 import { silentLogger } from '../log.ts'
-import { openDatabase, type DatabaseHandle } from '../storage/connect.ts'
+import { openDatabase, type DatabaseHandle } from '../database/connect.ts'
 import { normalizeEmail } from '../domain/email.ts'
 import { countLeads, insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, streamLeads } from '../storage/leads.ts'
-import { migrateToLatest } from '../storage/migrate.ts'
-import type { Database } from '../storage/schema.ts'
+import { migrateToLatest } from '../database/migrate.ts'
+import type { Database } from '../database/schema.ts'
 import { DATABASE_KIND, openTestDatabase } from './helpers.ts'
 
 const AT = new Date('2026-11-22T12:00:00Z')
@@ -173,6 +173,6 @@ t.test('a PGlite data directory keeps its leads across a close and reopen', asyn
 })
 
 async function laterMigrations(): Promise<string[]> {
-  const { migrations } = await import('../storage/migrations/index.ts')
+  const { migrations } = await import('../database/migrations/index.ts')
   return Object.keys(migrations).slice(1)
 }

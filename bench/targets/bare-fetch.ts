@@ -10,7 +10,7 @@
 //   anything else 404 {"error":"No resource at <path>"}, returned as a Response rather than a
 //                 promise (nothing to wait for), which the adapter writes at once.
 // So "Fastify ÷ bare function" on each row is the ceiling of any pipeline on this adapter.
-// DATABASE_URL: postgres://… (a pg pool from storage/connect.ts), memory:// (in-memory PGlite),
+// DATABASE_URL: postgres://… (a pg pool from database/connect.ts), memory:// (in-memory PGlite),
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'

@@ -6,7 +6,7 @@
 // - the same coalescing as routes/health.ts: the check under way, and the one queued behind it
 //   that every request arriving meanwhile shares; never a cached answer;
 // - the same body: {"status":"ok","database":"ok","time":…} or the 503 with Retry-After.
-// DATABASE_URL: postgres://… (a pg pool from storage/connect.ts), memory:// (in-memory PGlite), or
+// DATABASE_URL: postgres://… (a pg pool from database/connect.ts), memory:// (in-memory PGlite), or
 // unset (no database: every check passes at once).
 
 const CHECK_TIMEOUT_MS = 2000
@@ -35,7 +35,7 @@ async function openProbe(url: string | undefined): Promise<{ probe: () => Promis
     await db.waitReady
     return { probe: () => db.query('select 1'), close: () => db.close() }
   }
-  const { createPostgresPool } = await import('../../storage/connect.ts')
+  const { createPostgresPool } = await import('../../database/connect.ts')
   const { silentLogger } = await import('../../log.ts')
   const pool = await createPostgresPool(url, silentLogger, 10)
   return { probe: () => pool.query('select 1'), close: () => pool.end() }

@@ -3,9 +3,9 @@
 // frameworks (raw-http.ts on node:http alone, bare-fetch.ts on Steward's adapter), so that both
 // do exactly the same work.
 import { MAX_EMAIL_LENGTH } from '../../domain/email.ts'
-import { BEARER } from '../../routes/credentials.ts'
+import { BEARER } from '../../services/credentials.ts'
 import { FIELD_LIMITS } from '../../routes/leads.ts'
-import { secretKind } from '../../storage/secrets.ts'
+import { secretKind } from '../../auth/secrets.ts'
 
 export const EXPOSED = 'Retry-After, Deprecation, Sunset, Link, Location, RateLimit, RateLimit-Policy, X-Request-Id'
 export const CSP = "default-src 'none'; frame-ancestors 'none'"

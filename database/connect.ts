@@ -93,7 +93,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 
 /**
  * Opens PGlite as every Steward database opens it: Steward's start settings (below) and no
- * array-type catalog query (storage/pglite-array-types.ts). In memory unless `dataDir` (files) or
+ * array-type catalog query (database/pglite-array-types.ts). In memory unless `dataDir` (files) or
  * `loadDataDir` (a dump, as the tests clone their template) is given.
  */
 export async function openEmbeddedPglite(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<import('@electric-sql/pglite').PGlite> {

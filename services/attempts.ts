@@ -4,7 +4,7 @@
 // with five times the room, per client.
 import type { RateLimitRule } from '../config.ts'
 import type { HttpError } from '../http/errors.ts'
-import type { RequestContext } from './deps.ts'
+import type { RequestContext } from '../services/deps.ts'
 
 type Reservation = { readonly taken: true; release(): void } | { readonly taken: false; readonly retryAfter: number }
 

@@ -170,7 +170,7 @@ export interface UserTable {
   email: string
   /** Trimmed and lower-cased: the sign-in key (unique). */
   email_normalized: string
-  /** scrypt$… (see storage/passwords.ts). */
+  /** scrypt$… (see auth/passwords.ts). */
   password_hash: string
   created_at: Timestamp
 }

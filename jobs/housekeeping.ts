@@ -16,8 +16,8 @@
 // and requests get it between two tables. On PostgreSQL its own autovacuum does all of it.
 import { sql, type Kysely } from 'kysely'
 import { errorCode } from '../log.ts'
-import type { Database } from './schema.ts'
-import { turn } from './turn.ts'
+import type { Database } from '../database/schema.ts'
+import { turn } from '../database/turn.ts'
 
 export interface HousekeepingOptions {
   onError(error: unknown, table: string): void

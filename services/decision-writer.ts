@@ -4,8 +4,8 @@
 // when its row is committed (or its batch failed), so no answer is ever sent for a decision
 // that is not durable.
 import type { Kysely } from 'kysely'
-import type { Database } from './schema.ts'
-import { writeDecisions, type PendingDecision, type WriteOutcome } from './decisions.ts'
+import type { Database } from '../database/schema.ts'
+import { writeDecisions, type PendingDecision, type WriteOutcome } from '../storage/decisions.ts'
 
 export interface DecisionWriter {
   /** Resolves once the decision is committed; rejects when its batch could not be written. */

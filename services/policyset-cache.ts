@@ -6,8 +6,8 @@
 // a load never holds up other organizations. Bounded: the least recently used organization goes.
 import type { Kysely } from 'kysely'
 import { compilePolicySet, type CompiledPolicySet } from '../engine/index.ts'
-import { loadPoliciesInForce } from './decisions.ts'
-import type { Database } from './schema.ts'
+import { loadPoliciesInForce } from '../storage/decisions.ts'
+import type { Database } from '../database/schema.ts'
 
 export interface PolicySetCache {
   /** A compiled set of the organization at `revision` or newer; null when the organization is gone. */

@@ -4,7 +4,7 @@
 // slip into it — the flaw measured in kysely-pglite 0.6.1, where a rollback also discarded a
 // concurrent insert. Affected-row counts come from the statement's command tag.
 //
-// Queries run as prepared statements (storage/pglite-statements.ts says how and why).
+// Queries run as prepared statements (database/pglite-statements.ts says how and why).
 import type { PGlite } from '@electric-sql/pglite'
 import {
   CompiledQuery,

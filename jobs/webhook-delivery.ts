@@ -14,9 +14,9 @@ import {
   type ClaimedEndpoint,
   type DeliveredResult,
 } from '../storage/webhooks.ts'
-import { turn } from '../storage/turn.ts'
-import type { Deps } from './deps.ts'
-import { createSender, type Sender } from './webhook-sender.ts'
+import { turn } from '../database/turn.ts'
+import type { Deps } from '../services/deps.ts'
+import { createSender, type Sender } from '../services/webhook-sender.ts'
 
 export interface WebhookWorkerOptions {
   /** How often a tick runs, in ms. */
@@ -114,7 +114,7 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
   async function pass(): Promise<void> {
     await fanOut(deps.db, new Date(deps.clock()), config.productApiUrl)
     for (let round = 0; round < 1000 && !closed; round++) {
-      // Requests get the thread between this pass's statements (storage/turn.ts).
+      // Requests get the thread between this pass's statements (database/turn.ts).
       await turn()
       const endpoints = await claimEndpoints(deps.db, new Date(deps.clock()), LEASE_MS, options.concurrency ?? 16)
       if (endpoints.length === 0) return

@@ -1,4 +1,4 @@
-// Statements sent as named prepared statements on PostgreSQL (the pool in storage/connect.ts
+// Statements sent as named prepared statements on PostgreSQL (the pool in database/connect.ts
 // recognizes the mark).
 import { createHash } from 'node:crypto'
 

@@ -36,14 +36,14 @@ export function templateDir(startParams: readonly string[]): string {
 }
 
 /**
- * What storage/build-template.ts puts into the migrated template besides the migrations. Part of
+ * What database/build-template.ts puts into the migrated template besides the migrations. Part of
  * the template's key: a template made by an earlier build (without the decision log's partitions)
  * is then never used, and the next `npm install` makes the current one.
  */
 const MIGRATED_TEMPLATE_CONTENT = 'migrations+decision-partitions'
 
 /**
- * The template with every migration applied, made by `npm install` (storage/build-template.ts).
+ * The template with every migration applied, made by `npm install` (database/build-template.ts).
  * Keyed also by the migration names, so a checkout with a new migration never copies a schema
  * that lacks it: it falls back to the initdb template and migrates as usual.
  */
@@ -92,7 +92,7 @@ export async function copyInitdbTemplate(dataDir: string, startParams: readonly 
 
 function runInitdbWorker(dataDir: string, startParams: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(join(ROOT, 'storage', 'pglite-initdb.worker.mjs'), {
+    const worker = new Worker(join(ROOT, 'database', 'pglite-initdb.worker.mjs'), {
       workerData: { dataDir, startParams: [...startParams], initDbStartParams: [...INITDB_PARAMS] },
     })
     let failure: Error | null = null
