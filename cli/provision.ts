@@ -5,7 +5,7 @@
 // STEWARD_PASSWORD environment variable, or from standard input (prompted on a terminal, without echo).
 // --owner-password / --password exist for throwaway setups and print a warning.
 import type { DatabaseHandle } from '../database/connect.ts'
-import { notifyCredentialChange } from '../database/notifications.ts'
+import { notifyCredentialChange } from '../services/credential-feed.ts'
 import { BY_OPERATOR } from '../storage/audit.ts'
 import { createApiKey, findApiKeyById, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from '../storage/keys.ts'
 import { createOrganization, findOrganization } from '../storage/organizations.ts'

@@ -1,39 +1,43 @@
-// Cross-process news of credential changes: servers sharing one PostgreSQL LISTEN on this
-// channel and drop cached lookups of the id (a key, a session family or a user) they hear.
-import { sql, type Kysely } from 'kysely'
+// PostgreSQL LISTEN/NOTIFY: a payload sent on a channel reaches every connection listening on it,
+// so processes sharing one database hear of each other's changes. What a channel carries is its
+// sender's business (services/credential-feed.ts, storage/approvals.ts).
+import { sql, type Kysely, type Transaction } from 'kysely'
 import type pg from 'pg'
 import type { Logger } from '../log.ts'
 import type { Database } from './schema.ts'
 
-/** Payloads are UUIDs, unique across schemas and databases. */
-const REVOCATION_CHANNEL = 'steward_credentials'
+/** A channel name goes into LISTEN as an identifier: plain lower-case names only. */
+const CHANNEL_NAME = /^[a-z_][a-z0-9_]*$/
 
-export async function notifyCredentialChange(db: Kysely<Database>, id: string): Promise<void> {
-  await sql`select pg_notify(${REVOCATION_CHANNEL}, ${id})`.execute(db)
+/** Sends `payload` on `channel`; inside a transaction it is delivered on commit, and not at all on rollback. */
+export async function notify(db: Kysely<Database> | Transaction<Database>, channel: string, payload: string): Promise<void> {
+  await sql`select pg_notify(${channel}, ${payload})`.execute(db)
 }
 
-export interface RevocationFeed {
-  /** True while the LISTEN is up: only then may a process cache positive lookups. */
+export interface NotificationFeed {
+  /** True while the LISTEN is up: only then is nothing sent on the channel missed. */
   subscribed(): boolean
   close(): Promise<void>
+}
+
+export interface NotificationHandlers {
+  /** Each payload heard on the channel. */
+  onMessage(payload: string): void
+  /** The connection was lost: whatever was sent meanwhile was missed. */
+  onLoss(): void
+  /** Logged as a warning on each loss (with its reason). */
+  readonly lossMessage: string
 }
 
 const RECONNECT_MS = 1_000
 
 /**
- * A dedicated connection LISTENing for revocations from other processes. On loss the cache is
- * flushed and stays off until the subscription is back, so no entry can outlive a revoke that
- * happened while we were deaf.
+ * A dedicated connection LISTENing on one channel. On loss `onLoss` runs and it reconnects until
+ * close(); a subscriber that keeps state learned from the channel drops it there.
  */
-export function startRevocationFeed(url: string, logger: Logger, onRevoked: (id: string) => void, onLoss: () => void): RevocationFeed {
-  return startNotificationFeed(url, REVOCATION_CHANNEL, logger, onRevoked, onLoss, 'revocation feed lost; credential cache off until it is back')
-}
-
-/**
- * A dedicated connection LISTENing on one channel: `onMessage` gets each payload; `onLoss` runs
- * when the connection is lost (whatever was sent meanwhile was missed), and it reconnects.
- */
-export function startNotificationFeed(url: string, channel: string, logger: Logger, onRevoked: (id: string) => void, onLoss: () => void, lossMessage: string): RevocationFeed {
+export function startNotificationFeed(url: string, channel: string, logger: Logger, handlers: NotificationHandlers): NotificationFeed {
+  if (!CHANNEL_NAME.test(channel)) throw new Error(`not a channel name: ${channel}`)
+  const { onMessage, onLoss, lossMessage } = handlers
   let client: pg.Client | null = null
   let subscribed = false
   let closed = false
@@ -73,7 +77,7 @@ export function startNotificationFeed(url: string, channel: string, logger: Logg
     next.on('error', (error: Error & { code?: string }) => lost(error.code ?? 'error'))
     next.on('end', () => lost('end'))
     next.on('notification', (message) => {
-      if (message.channel === channel && message.payload) onRevoked(message.payload)
+      if (message.channel === channel && message.payload) onMessage(message.payload)
     })
     try {
       await next.connect()

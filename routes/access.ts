@@ -57,7 +57,7 @@ export function refuseCredentialsInUrl(request: Request): void {
     }
   }
   // Every secret and every credential parameter name holds one of these texts: a query without
-  // any has nothing to refuse (one scan of the query instead of five, on every protected request).
+  // any has nothing to refuse (one scan of the query instead of one per text, on every protected request).
   if (readable && !CREDENTIAL_HINT.test(decoded)) return
   // The query is parsed only when a credential parameter could be in it: a name decodes to a part
   // of the decoded query, so a query holding none of the names has none of the parameters.
@@ -132,7 +132,7 @@ export function createGuard(credentials: Credentials, limiter: NamedLimiter, org
       return (request, ctx) => {
         refuseCredentialsInUrl(request)
         requireSecureTransport(ctx)
-        const principal = credentials.authenticate(request, ctx)
+        const principal = credentials.authenticate(request.headers.get('authorization'), ctx.now)
         return principal instanceof Promise ? principal.then<Reply | HttpError>((found) => admit(found, request, ctx)) : admit(principal, request, ctx)
       }
     },

@@ -6,7 +6,6 @@ import t from 'tap'
 import { HttpError } from '../http/errors.ts'
 import { createCredentials } from '../services/credentials.ts'
 import { silentLogger } from '../log.ts'
-import type { RequestContext } from '../services/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
 
@@ -112,8 +111,7 @@ t.test('a demotion in another process sharing the database applies there on the 
   t.teardown(() => peer.close())
   const roleIn = async (token: string): Promise<string | number> => {
     try {
-      const request = new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } })
-      const principal = await peer.authenticate(request, { now: app.clock.now } as RequestContext)
+      const principal = await peer.authenticate(`Bearer ${token}`, app.clock.now)
       return principal instanceof HttpError ? principal.status : principal.role
     } catch (error) {
       return (error as { status?: number }).status ?? -1

@@ -6,7 +6,6 @@ import t from 'tap'
 import { HttpError } from '../http/errors.ts'
 import { createCredentials } from '../services/credentials.ts'
 import { silentLogger } from '../log.ts'
-import type { RequestContext } from '../services/deps.ts'
 import { TEST_DATABASE_URL, testConfig } from './helpers.ts'
 import { jsonOf, productApp, type ProductApp } from './product-support.ts'
 
@@ -119,7 +118,7 @@ t.test('in another process sharing the database, the issued key stops on the nex
   t.teardown(() => peer.close())
   const statusIn = async (token: string): Promise<number> => {
     try {
-      const outcome = await peer.authenticate(new Request('http://localhost/', { headers: { authorization: `Bearer ${token}` } }), { now: app.clock.now } as RequestContext)
+      const outcome = await peer.authenticate(`Bearer ${token}`, app.clock.now)
       return outcome instanceof HttpError ? outcome.status : 200
     } catch (error) {
       return (error as { status?: number }).status ?? -1
