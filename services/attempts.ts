@@ -4,7 +4,10 @@
 // with five times the room, per client.
 import type { RateLimitRule } from '../config.ts'
 import type { HttpError } from '../http/errors.ts'
-import type { RequestContext } from '../services/deps.ts'
+import type { RequestContext } from './deps.ts'
+
+/** Keys kept at most per counter; past this the oldest windows are dropped (bounded memory under a flood). */
+const MAX_KEYS = 100_000
 
 type Reservation = { readonly taken: true; release(): void } | { readonly taken: false; readonly retryAfter: number }
 
@@ -24,7 +27,7 @@ class AttemptCounter {
   reserve(key: string, now: number): Reservation {
     let window = this.#windows.get(key)
     if (!window || now - window.start >= this.#windowMs) {
-      if (this.#windows.size >= 100_000) this.#windows.delete(this.#windows.keys().next().value!)
+      if (this.#windows.size >= MAX_KEYS) this.#windows.delete(this.#windows.keys().next().value!)
       window = { start: now, count: 0 }
       this.#windows.delete(key)
       this.#windows.set(key, window)
@@ -37,7 +40,10 @@ class AttemptCounter {
   }
 }
 
-export type Attempt = <T>(ctx: RequestContext, account: string, check: (fail: Fail) => Promise<T>) => Promise<T>
+/** Who tries, and when: the client's rate-limit key and the time in ms (a request context has both). */
+export type AttemptBy = Pick<RequestContext, 'clientKey' | 'now'>
+
+export type Attempt = <T>(ctx: AttemptBy, account: string, check: (fail: Fail) => Promise<T>) => Promise<T>
 
 /**
  * Runs one attempt at a credential for `account` from this client. Its places in both windows are
