@@ -1,23 +1,19 @@
 // Approvals (docs/governance.md#approvals): a require_approval decision creates one; signed-in
 // people approve or deny it (POST /approvals/{id}/approve|deny); the agent waits on it
 // (GET /approvals/{id}?wait=S), then asks again with approval_id (routes/decisions.ts) and gets
-// allow once. Waiters are woken in this process by the hub below and across processes by
-// LISTEN/NOTIFY on PostgreSQL; they cost no query while they wait.
+// allow once. The waiting and waking is the hub's (services/approvals.ts).
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import type { Config } from '../config.ts'
-import { isPostgresUrl } from '../domain/database-url.ts'
-import { voteRefusal } from '../domain/approvals.ts'
-import { APPROVAL_CHANNEL, asOf, cancelApproval, effectiveStatus, expireDue, findApproval, listApprovals, voteOnApproval, votesFor, type ApprovalCursor, type ApprovalRecord, type VoteOutcome, type VoteRecord } from '../storage/approvals.ts'
-import { startNotificationFeed, type RevocationFeed } from '../database/notifications.ts'
+import { listApprovals, votesFor, type ApprovalCursor, type ApprovalRecord, type VoteOutcome, type VoteRecord } from '../storage/approvals.ts'
 import type { ApprovalStatus } from '../database/schema.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import { json, type Reply } from '../http/reply.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 import { auditBy, protectedErrors, type Guard } from './access.ts'
+import type { ApprovalHub } from '../services/approvals.ts'
 import type { Principal } from '../services/credentials.ts'
-import type { Deps, RequestContext, Route } from './deps.ts'
+import type { RequestContext, Route } from './deps.ts'
 import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, parseValue, pathId } from './input.ts'
 
 export const APPROVAL_NOT_FOUND = 'Approval not found'
@@ -26,8 +22,6 @@ export const REPEAT_VOTE = 'You have already voted on this approval; each person
 const CANCEL_REFUSED = "Only the requesting agent's key, an Admin or an Owner may cancel an approval"
 const STATUSES = ['pending', 'approved', 'denied', 'expired', 'cancelled', 'consumed'] as const
 const MAX_WAIT_SECONDS = 60
-const SWEEP_MS = 5_000
-const MAX_WAITERS = 10_000
 const DEFAULT_PAGE = 50
 const PAGE_SIZE = PageSize(100, DEFAULT_PAGE)
 
@@ -125,137 +119,19 @@ export function approvalToJson(record: ApprovalRecord, votes: readonly VoteRecor
   }
 }
 
-/**
- * A waiter registered before the approval is read, so that a change committed between that read
- * and the wait is never missed: a wake that comes first makes `wait` return at once.
- */
-export interface ApprovalSubscription {
-  /** Resolves when the approval changed (even before this call), after `ms`, or on abort. */
-  wait(ms: number): Promise<void>
-  /** Leaves (idempotent); call it whatever happened. */
-  cancel(): void
-}
-
-/** Waiters on approvals in this process, the sweeper that writes expiry, and the cross-process feed. */
-export interface ApprovalHub {
-  /**
-   * Registers a waiter on an approval now; wait on it after reading the approval. It wakes when the
-   * approval changes state (here or, on PostgreSQL, elsewhere).
-   */
-  subscribe(approvalId: string, signal: AbortSignal | null): ApprovalSubscription
-  /** Wakes this process's waiters on an approval. */
-  wake(approvalId: string): void
-  /** Waiters now (for tests). */
-  waiting(): number
-  start(): void
-  close(): Promise<void>
-}
-
-export function createApprovalHub(config: Config, deps: Deps): ApprovalHub {
-  const waiters = new Map<string, Set<() => void>>()
-  let count = 0
-  let feed: RevocationFeed | null = null
-  let timer: ReturnType<typeof setInterval> | null = null
-  let sweeping: Promise<void> | null = null
-  const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
-
-  const wake = (approvalId: string) => {
-    const set = waiters.get(approvalId)
-    if (set) for (const done of Array.from(set)) done() // a snapshot: a woken waiter leaves the set
-  }
-  const wakeAll = () => {
-    for (const id of Array.from(waiters.keys())) wake(id)
-  }
-  const sweep = () => {
-    if (sweeping) return
-    sweeping = expireDue(deps.db, new Date(deps.clock()))
-      .then((ids) => ids.forEach(wake))
-      .catch((error: { code?: string }) => deps.logger.log('warn', 'approval expiry sweep failed', { code: error.code ?? null }))
-      .finally(() => {
-        sweeping = null
-      })
-  }
-
-  const subscribe = (approvalId: string, signal: AbortSignal | null): ApprovalSubscription => {
-    // Over the cap or already aborted: nothing is registered and waiting returns at once.
-    let woken = signal?.aborted === true || count >= MAX_WAITERS
-    let release: (() => void) | null = null
-    let timeout: ReturnType<typeof setTimeout> | undefined
-    const set = waiters.get(approvalId) ?? new Set<() => void>()
-    const leave = () => {
-      clearTimeout(timeout)
-      signal?.removeEventListener('abort', done)
-      if (set.delete(done)) count--
-      if (set.size === 0 && waiters.get(approvalId) === set) waiters.delete(approvalId)
-    }
-    const done = () => {
-      woken = true
-      leave()
-      release?.()
-    }
-    if (!woken) {
-      waiters.set(approvalId, set)
-      set.add(done)
-      count++
-      signal?.addEventListener('abort', done, { once: true })
-    }
-    return {
-      wait: (ms) =>
-        new Promise<void>((resolve) => {
-          if (woken || ms <= 0) {
-            leave()
-            return resolve()
-          }
-          release = resolve
-          timeout = setTimeout(done, ms)
-        }),
-      cancel: leave,
-    }
-  }
-
-  return {
-    subscribe,
-    wake,
-    waiting: () => count,
-    start() {
-      if (timer) return
-      // A lost feed may have missed news: every waiter re-reads once (and the client asks again).
-      if (listenUrl) feed = startNotificationFeed(listenUrl, APPROVAL_CHANNEL, deps.logger, wake, wakeAll, 'approval feed lost; waiters re-read until it is back')
-      timer = setInterval(sweep, SWEEP_MS)
-      timer.unref?.()
-    },
-    async close() {
-      if (timer) clearInterval(timer)
-      timer = null
-      await sweeping
-      await feed?.close()
-      feed = null
-      wakeAll()
-    },
-  }
-}
-
 /** A signed-in person: a session from a user login, not a key, an agent key or a token minted from a key. */
 function isPerson(principal: Principal): principal is Principal & { userId: string } {
   return principal.kind === 'session' && principal.userId !== null && principal.keyId === null && principal.agentId === null
-}
-
-function refuseSelfApproval(principal: Principal & { userId: string }) {
-  return (approval: ApprovalRecord, facts: { ownerUserId: string | null; voterEmail: string | null }) => {
-    const refusal = voteRefusal(approval, { role: principal.role, userId: principal.userId, email: facts.voterEmail, ownerUserId: facts.ownerUserId })
-    if (refusal !== null) throw new HttpError(403, refusal)
-  }
 }
 
 async function answer(ctx: RequestContext, record: ApprovalRecord): Promise<Reply> {
   return json(200, approvalToJson(record, await votesFor(ctx.deps.db, [record.approval_id])))
 }
 
-function conclude(outcome: VoteOutcome, hub: ApprovalHub, ctx: RequestContext): Promise<Reply> {
+function conclude(outcome: VoteOutcome, ctx: RequestContext): Promise<Reply> {
   if (outcome.kind === 'not_found') throw new HttpError(404, APPROVAL_NOT_FOUND)
   if (outcome.kind === 'closed') throw new HttpError(409, `This approval is no longer pending: it is ${outcome.approval.status}`)
   if (outcome.kind === 'repeat') throw new HttpError(409, REPEAT_VOTE)
-  if (outcome.changed) hub.wake(outcome.approval.approval_id)
   return answer(ctx, outcome.approval)
 }
 
@@ -268,9 +144,8 @@ export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
     if (!isPerson(principal)) throw new HttpError(403, PEOPLE_ONLY)
     const id = pathId(request, 'approval_id')
     if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
-    const now = new Date(ctx.now)
-    const outcome = await voteOnApproval(ctx.deps.db, principal.organizationId, id, { userId: principal.userId, vote: kind, note: input.note }, now, refuseSelfApproval(principal), auditBy(ctx, principal))
-    return conclude(outcome, hub, ctx)
+    const voter = { userId: principal.userId, role: principal.role, vote: kind, note: input.note }
+    return conclude(await hub.vote(principal.organizationId, id, voter, new Date(ctx.now), auditBy(ctx, principal)), ctx)
   }
 
   async function cancel(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
@@ -278,30 +153,17 @@ export function approvalRoutes(guard: Guard, hub: ApprovalHub): Route[] {
     if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
     if (principal.agentId === null && principal.role !== 'admin' && principal.role !== 'owner') throw new HttpError(403, CANCEL_REFUSED)
     const by = principal.agentId !== null ? `agent-key:${principal.keyId}` : principal.subject
-    const outcome = await cancelApproval(ctx.deps.db, principal.organizationId, id, principal.agentId, by, new Date(ctx.now), auditBy(ctx, principal))
-    return conclude(outcome, hub, ctx)
+    return conclude(await hub.cancel(principal, id, by, new Date(ctx.now), auditBy(ctx, principal)), ctx)
   }
 
   async function read(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const id = pathId(request, 'approval_id')
     const raw = new URL(request.url).searchParams.get('wait')
     const wait = raw === null ? 0 : parseValue(v.pipe(v.string(), v.regex(/^\d{1,2}$/, `wait must be a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`), v.transform(Number), v.maxValue(MAX_WAIT_SECONDS, `wait must be a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`)), raw)
-    // Registered before the first read: an approve that commits between that read and the wait
-    // still wakes this request (otherwise it would sleep until `wait` ran out).
-    const subscription = wait > 0 && id !== null ? hub.subscribe(id, (request as Request).signal ?? null) : null
-    try {
-      let record = id === null ? null : await findApproval(ctx.deps.db, principal.organizationId, id, principal.agentId)
-      if (!record) throw new HttpError(404, APPROVAL_NOT_FOUND)
-      const now = new Date(ctx.now)
-      if (subscription && effectiveStatus(record, now) === 'pending') {
-        // Never past the expiry: then the answer is expired, whatever the sweeper has written.
-        await subscription.wait(Math.min(wait * 1000, record.expires_at.getTime() - now.getTime()))
-        record = (await findApproval(ctx.deps.db, principal.organizationId, record.approval_id, principal.agentId)) ?? record
-      }
-      return answer(ctx, asOf(record, new Date(ctx.deps.clock())))
-    } finally {
-      subscription?.cancel()
-    }
+    if (id === null) throw new HttpError(404, APPROVAL_NOT_FOUND)
+    const record = await hub.read(principal, id, { waitMs: wait * 1000, now: ctx.now, signal: (request as Request).signal ?? null })
+    if (!record) throw new HttpError(404, APPROVAL_NOT_FOUND)
+    return answer(ctx, record)
   }
 
   async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {

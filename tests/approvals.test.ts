@@ -5,7 +5,7 @@
 import t from 'tap'
 import { expireDue } from '../storage/approvals.ts'
 import { decide } from './governance-support.ts'
-import { createApprovalHub } from '../routes/approvals.ts'
+import { createApprovalHub } from '../services/approvals.ts'
 import type { Deps } from '../services/deps.ts'
 import { createTestApp, DATABASE_KIND, FakeClock, memoryLogger, testConfig } from './helpers.ts'
 import { inviteAndAccept, jsonOf, productApp, type ProductApp } from './product-support.ts'
