@@ -5,10 +5,10 @@ import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
 import { capabilitiesOf } from '../engine/index.ts'
 import { agentKeyIds, createAgent, deleteAgent, findAgent, HandleTakenError, listAgents, OwnerNotMemberError, updateAgent, type Agent, type AgentCursor, type AgentFields } from '../storage/agents.ts'
-import type { Cap } from '../storage/caps.ts'
 import { createApiKey } from '../storage/keys.ts'
 import type { PolicySetCache } from '../services/policyset-cache.ts'
-import { readDecisionContext } from '../storage/decisions.ts'
+import { agentCap } from '../services/decision-agents.ts'
+import { readDecisionContext } from '../storage/decision-context.ts'
 import { auditBy, protectedErrors, withinCap, type Guard } from './access.ts'
 import { created, noContent, json, type Reply } from '../http/reply.ts'
 import { bodyDoc, readInput, unknownField } from '../http/body.ts'
@@ -191,10 +191,6 @@ async function mapped<T>(work: () => Promise<T>): Promise<T> {
     if (error instanceof OwnerNotMemberError) throw new HttpError(400, 'Field owner_user_id is not a member of this organization')
     throw error
   }
-}
-
-export function agentCap(ctx: RequestContext): Cap {
-  return { limit: ctx.config.maxAgentsPerOrg, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' }
 }
 
 export function agentRoutes(guard: Guard, credentials: Credentials, sets: PolicySetCache): Route[] {

@@ -1,38 +1,27 @@
 // Decisions (docs/api.md): POST /decisions asks whether an agent may do something now, and
 // answers 200 with allow, deny or require_approval and why; the answer is sent only once its
-// row is committed (group commit, services/decision-writer.ts). POST /decisions/simulate answers
-// the same without writing anything. GET /decisions and GET /decisions/{decision_id} read the log.
+// row is committed (the use case: services/decisions.ts). POST /decisions/simulate answers the
+// same without writing anything. GET /decisions and GET /decisions/{decision_id} read the log.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { argsSha256, canonicalSha256, CanonicalJsonError, compileCondition, compilePolicySet, decide, type CompiledPolicySet, type DecisionOutcome, type PolicyInput, type Reason } from '../engine/index.ts'
-import { SYSTEM } from '../domain/audit.ts'
-import { discoverAgent, touchAgents, type Agent } from '../storage/agents.ts'
-import type { DecisionWriter } from '../services/decision-writer.ts'
-import { createDecisionContextCache, type AgentRef } from '../services/decision-contexts.ts'
-import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
-import { findDecision, findIdempotent, listDecisions, readDecisionContext, type DecisionContext, type DecisionCursor, type DecisionRecord } from '../storage/decisions.ts'
-import type { PolicySetCache } from '../services/policyset-cache.ts'
-import { agentCap } from './agents.ts'
 import { HANDLE } from '../domain/agents.ts'
-import { auditBy, protectedErrors, type Guard } from './access.ts'
-import { bodyDoc, readInput, unknownField } from '../http/body.ts'
-import type { BodyDoc } from '../http/pipeline.ts'
 import { UUID } from '../domain/uuid.ts'
-import { INVALID_CREDENTIAL, type Principal } from '../services/credentials.ts'
+import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
+import type { OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
+import type { Principal } from '../services/credentials.ts'
+import { MAX_PAYLOAD_BYTES, type DecisionService } from '../services/decisions.ts'
+import { findDecision, listDecisions, type DecisionCursor } from '../storage/decision-log.ts'
+import type { DecisionRecord } from '../storage/decisions.ts'
+import { protectedErrors, type Guard } from './access.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, jsonObject, parseValue, Timestamp } from './input.ts'
-import type { OperationDoc } from '../http/pipeline.ts'
 
 export const DECISION_NOT_FOUND = 'Decision not found'
-export const MAX_PAYLOAD_BYTES = 16_384
-export const IDEMPOTENCY_CONFLICT = 'idempotency_key was already used by this credential for a different request within the last 24 hours; use a new key'
-export const NOT_RECORDED = 'The decision could not be recorded, so none is given; retry'
 const DEFAULT_PAGE = 50
 const MAX_PAGE = 100
 const MAX_DRAFTS = 1000
-const TOUCH_INTERVAL_MS = 60_000
 const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/
 const DECISIONS = ['allow', 'deny', 'require_approval'] as const
 
@@ -208,336 +197,19 @@ export function decisionToJson(record: DecisionRecord): v.InferOutput<typeof Dec
   }
 }
 
-type DecisionInput = v.InferOutput<typeof DecisionRequestSchema>
-
-/** Who asked, as logged and as the scope of idempotency keys. */
-function requesterOf(principal: Principal): string {
-  if (principal.agentId !== null) return `agent-key:${principal.keyId}`
-  return principal.userId ? `user:${principal.userId}` : `key:${principal.keyId}`
-}
-
-function byteLength(value: unknown): number {
-  return Buffer.byteLength(JSON.stringify(value), 'utf8')
-}
-
 const decisionBody = bodyDoc(DecisionRequestSchema, ['application/json'], true)
 const simulateBody = bodyDoc(SimulateRequestSchema, ['application/json'], true)
 
-/** Reads a decision or simulation body through its published doc, then bounds args and context together. */
-async function readDecisionInput<S extends v.GenericSchema>(request: Request, ctx: RequestContext, doc: BodyDoc<S>): Promise<v.InferOutput<S>> {
-  const input = (await readInput(request, ctx, doc)) as DecisionInput
-  if (byteLength(input.args) + byteLength(input.context) > MAX_PAYLOAD_BYTES) throw new HttpError(400, `Fields args and context together are larger than ${MAX_PAYLOAD_BYTES} bytes`)
-  return input as v.InferOutput<S>
-}
-
-function hashOf(value: unknown): string {
-  try {
-    return canonicalSha256(value)
-  } catch (error) {
-    if (error instanceof CanonicalJsonError) throw new HttpError(400, 'Fields args and context must hold JSON that has a canonical form (finite numbers only)')
-    throw error
-  }
-}
-
-function boundHash(organizationId: string, handle: string, input: DecisionInput): string {
-  try {
-    return argsSha256({ organization_id: organizationId, agent: handle, action: input.action, resource: input.resource, args: input.args })
-  } catch (error) {
-    if (error instanceof CanonicalJsonError) throw new HttpError(400, 'Field args must hold JSON that has a canonical form (finite numbers only)')
-    throw error
-  }
-}
-
-type ApprovalRef = { approval_id: string; status: string; expires_at: string } | null
-
-function answerOf(decisionId: string | null, outcome: Pick<DecisionOutcome, 'decision' | 'reasons' | 'monitor' | 'errors' | 'ruleset_revision'>, argsHash: string, evaluatedAt: Date, approval: ApprovalRef = null) {
-  return {
-    decision_id: decisionId,
-    decision: outcome.decision,
-    reasons: outcome.reasons,
-    monitor: outcome.monitor,
-    errors: outcome.errors,
-    approval,
-    args_sha256: argsHash,
-    ruleset_revision: outcome.ruleset_revision,
-    evaluated_at: evaluatedAt.toISOString(),
-  }
-}
-
-function draftsToSet(drafts: readonly v.InferOutput<typeof DraftSchema>[], revision: number): CompiledPolicySet {
-  const inputs: PolicyInput[] = drafts.map((draft, index) => {
-    if (draft.condition !== null) {
-      const compiled = compileCondition(draft.condition)
-      if (!compiled.ok) throw new HttpError(400, `policies.${index}.condition does not compile (line ${compiled.error.line}, column ${compiled.error.column}): ${compiled.error.message}`)
-    }
-    return { ...draft, policy_id: draft.policy_id ?? '00000000-0000-0000-0000-000000000000', archived: false, approval: null }
-  })
-  return compilePolicySet(inputs, revision)
-}
-
-interface Settled {
-  decision: DecisionOutcome['decision']
-  reasons: readonly Reason[]
-  ref: ApprovalRef
-  create: NewApproval | null
-  /** The approved approval this allow uses: consumed in the decision's own transaction. */
-  consume: string | null
-}
-
-const refOf = (approval: Pick<ApprovalRecord, 'approval_id' | 'status' | 'expires_at'>): ApprovalRef => ({ approval_id: approval.approval_id, status: approval.status, expires_at: approval.expires_at.toISOString() })
-
-/** A require_approval decision creates its approval, bound to the exact action; written with the decision. */
-function createApproval(principal: Principal, agent: Agent, input: DecisionInput, outcome: DecisionOutcome, decisionId: string, argsHash: string, now: Date): Settled {
-  if (outcome.decision !== 'require_approval' || outcome.approval === null) return { decision: outcome.decision, reasons: outcome.reasons, ref: null, create: null, consume: null }
-  const requirement = outcome.approval
-  const create: NewApproval = {
-    approval_id: crypto.randomUUID(),
-    organization_id: principal.organizationId,
-    decision_id: decisionId,
-    agent_id: agent.agent_id,
-    agent_handle: agent.handle,
-    action: input.action,
-    resource: input.resource,
-    args: input.args,
-    context: input.context,
-    args_sha256: argsHash,
-    policies: requirement.policies.map((p) => ({ policy_id: p.policy_id, version: p.version })),
-    approvers_required: requirement.approvers_required,
-    approver_roles: [...requirement.approver_roles],
-    use_within_seconds: requirement.use_within_seconds,
-    created_at: now,
-    expires_at: new Date(now.getTime() + requirement.timeout_seconds * 1000),
-    requested_by: requesterOf(principal),
-  }
-  return { decision: outcome.decision, reasons: outcome.reasons, ref: refOf({ ...create, status: 'pending' }), create, consume: null }
-}
-
-/**
- * A request naming an approval: a deny of the policies stands (the approval is left alone);
- * otherwise the approval decides. Unknown, another organization's, used, expired, denied or
- * cancelled: deny approval_unusable. Bound to another action or args: deny approval_mismatch.
- * Still pending: require_approval with the same approval. Approved: allow, and the approval is
- * consumed by one conditional update in the decision's own transaction (storage/decisions.ts),
- * so of concurrent uses exactly one is allowed and the others decide again (approval_unusable).
- */
-async function useApproval(ctx: RequestContext, principal: Principal, agent: Agent, approvalId: string, outcome: DecisionOutcome, argsHash: string, now: Date): Promise<Settled> {
-  if (outcome.decision === 'deny') return { decision: 'deny', reasons: outcome.reasons, ref: null, create: null, consume: null }
-  const deny = (rule: Reason, ref: ApprovalRef = null): Settled => ({ decision: 'deny', reasons: [rule], ref, create: null, consume: null })
-  const found = await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)
-  if (!found) return deny({ rule: 'approval_unusable' })
-  const current = asOf(found, now)
-  if (found.agent_id !== agent.agent_id || found.args_sha256 !== argsHash) return deny({ rule: 'approval_mismatch' }, refOf(current))
-  if (current.status === 'pending') return { decision: 'require_approval', reasons: outcome.reasons, ref: refOf(current), create: null, consume: null }
-  if (current.status !== 'approved') return deny({ rule: 'approval_unusable' }, refOf(current))
-  return { decision: 'allow', reasons: [{ rule: 'approval' }], ref: refOf({ ...current, status: 'consumed' }), create: null, consume: approvalId }
-}
-
-/** Another use consumed the approval first: this decision is a deny, with the approval as it now stands. */
-async function lostUse(ctx: RequestContext, principal: Principal, approvalId: string, now: Date): Promise<Settled> {
-  const found = await findApproval(ctx.deps.db, principal.organizationId, approvalId, null)
-  return { decision: 'deny', reasons: [{ rule: 'approval_unusable' }], ref: found ? refOf(asOf(found, now)) : null, create: null, consume: null }
-}
-
-export interface DecisionServices {
-  readonly sets: PolicySetCache
-  readonly writer: DecisionWriter
-}
-
-/** The agent a request is about, as the context cache names it: an agent key's own, or the handle. */
-const agentRefOf = (principal: Principal, handle: string): AgentRef => (principal.agentId !== null ? { agentId: principal.agentId } : { handle })
-
-/** What decideAndLog answers when its cached context turned out stale (nothing was written). */
-const STALE: unique symbol = Symbol('stale context')
-
-export function decisionRoutes(guard: Guard, services: DecisionServices): Route[] {
-  const { sets, writer } = services
-  const contexts = createDecisionContextCache()
-  // One in-flight answer per idempotency key in this process; others in other processes meet in the database.
-  const inflight = new Map<string, Promise<{ sha: string; body: unknown }>>()
-  const lastTouched = new Map<string, number>()
-
-  /** The settings, revision and agent; an agent key's own agent, or the handle named. */
-  async function contextFor(ctx: RequestContext, principal: Principal, named: string | undefined): Promise<{ found: DecisionContext; handle: string }> {
-    if (principal.agentId !== null) {
-      const found = await readDecisionContext(ctx.deps.db, principal.organizationId, { agentId: principal.agentId })
-      if (!found || !found.agent) throw INVALID_CREDENTIAL
-      if (named !== undefined && named !== found.agent.handle) throw new HttpError(403, `This key is bound to agent ${found.agent.handle}; it may not ask for another agent`)
-      return { found, handle: found.agent.handle }
-    }
-    if (named === undefined) throw new HttpError(400, 'Field agent is required')
-    const found = await readDecisionContext(ctx.deps.db, principal.organizationId, { handle: named })
-    if (!found) throw INVALID_CREDENTIAL
-    return { found, handle: named }
-  }
-
-  function touch(ctx: RequestContext, agent: Agent): void {
-    const last = lastTouched.get(agent.agent_id) ?? agent.last_seen_at?.getTime() ?? 0
-    if (ctx.now - last < TOUCH_INTERVAL_MS) return
-    lastTouched.set(agent.agent_id, ctx.now)
-    if (lastTouched.size > 100_000) lastTouched.delete(lastTouched.keys().next().value!)
-    touchAgents(ctx.deps.db, [agent.agent_id], new Date(ctx.now)).catch((error: { code?: string }) =>
-      ctx.deps.logger.log('warn', 'could not record agent last_seen_at', { code: error.code ?? null }),
-    )
-  }
-
-  /**
-   * The context a decision may start from without reading it: one this process cached. Null when
-   * none is cached, or when the cached one would refuse the request: a fresh read then answers that.
-   */
-  function cachedContextFor(principal: Principal, input: DecisionInput): { found: DecisionContext; handle: string } | null {
-    if (principal.agentId !== null) {
-      const found = contexts.get(principal.organizationId, { agentId: principal.agentId })
-      if (!found?.agent || (input.agent !== undefined && input.agent !== found.agent.handle)) return null
-      return { found, handle: found.agent.handle }
-    }
-    if (input.agent === undefined) return null
-    const found = contexts.get(principal.organizationId, { handle: input.agent })
-    return found?.agent ? { found, handle: input.agent } : null
-  }
-
-  async function evaluateAndLog(ctx: RequestContext, principal: Principal, input: DecisionInput, requestSha: string | null): Promise<unknown> {
-    // Requests with an idempotency key or an approval write in a transaction with more than the
-    // decision: they always read afresh, and their contexts are not kept.
-    const cacheable = input.idempotency_key === null && input.approval_id === null
-    const cached = cacheable ? cachedContextFor(principal, input) : null
-    if (cached) {
-      const answer = await decideAndLog(ctx, principal, input, requestSha, cached, true)
-      if (answer !== STALE) return answer
-    }
-    const fresh = await contextFor(ctx, principal, input.agent)
-    if (cacheable) contexts.remember(principal.organizationId, agentRefOf(principal, fresh.handle), fresh.found)
-    return decideAndLog(ctx, principal, input, requestSha, fresh, false)
-  }
-
-  /**
-   * Decides from the context and logs the decision. From a cached context (`cached`), the row is
-   * written only if the organization is still at the context's revision (the guard, checked by
-   * the insert; every agent change bumps it too); STALE when not, with nothing written, or when the
-   * decision creates an approval (a transaction): the caller then reads the context afresh.
-   */
-  async function decideAndLog(ctx: RequestContext, principal: Principal, input: DecisionInput, requestSha: string | null, context: { found: DecisionContext; handle: string }, cached: boolean): Promise<unknown> {
-    const { found, handle } = context
-    const now = new Date(ctx.now)
-    let agent = found.agent
-    if (agent === null) {
-      agent = await discoverAgent(ctx.deps.db, principal.organizationId, handle, now, agentCap(ctx), { actor: SYSTEM, requestId: ctx.requestId })
-      if (agent === null) throw new HttpError(409, `This organization has reached its limit of ${ctx.config.maxAgentsPerOrg} agents (MAX_AGENTS_PER_ORG); agent ${handle} cannot be discovered`)
-    }
-    const set = await sets.get(principal.organizationId, found.settings.ruleset_revision)
-    if (!set) throw INVALID_CREDENTIAL
-    const outcome = decide(set, found.settings, {
-      agent: { id: agent.agent_id, handle: agent.handle, labels: agent.labels, status: agent.status },
-      action: input.action,
-      resource: input.resource,
-      args: input.args,
-      context: input.context,
-      now,
-    })
-    // A newer policy set than the cached context: the context is behind.
-    if (cached && outcome.ruleset_revision !== found.settings.ruleset_revision) {
-      contexts.forget(principal.organizationId, agentRefOf(principal, handle))
-      return STALE
-    }
-    const argsHash = boundHash(principal.organizationId, handle, input)
-    let decisionId = crypto.randomUUID()
-    let settled = input.approval_id === null
-      ? createApproval(principal, agent, input, outcome, decisionId, argsHash, now)
-      : await useApproval(ctx, principal, agent, input.approval_id, outcome, argsHash, now)
-    if (cached && settled.create !== null) return STALE
-    const guard = cached ? { revision: found.settings.ruleset_revision } : null
-    for (;;) {
-      const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
-      const record: DecisionRecord = {
-        decision_id: decisionId,
-        organization_id: principal.organizationId,
-        agent_id: agent.agent_id,
-        agent_handle: agent.handle,
-        action: input.action,
-        resource: input.resource,
-        args: input.args,
-        context: input.context,
-        args_sha256: argsHash,
-        decision: settled.decision,
-        policy_decision: outcome.decision,
-        reasons: [...settled.reasons],
-        monitor: outcome.monitor,
-        errors: [...outcome.errors],
-        approval_id: settled.ref?.approval_id ?? input.approval_id,
-        ruleset_revision: outcome.ruleset_revision,
-        requested_by: requesterOf(principal),
-        evaluated_at: now,
-      }
-      const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
-      let written
-      try {
-        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditBy(ctx, principal), guard })
-      } catch (error) {
-        ctx.deps.logger.log('warn', 'decision not recorded', { requestId: ctx.requestId, code: (error as { code?: string }).code ?? null })
-        throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
-      }
-      if (written.kind === 'stale') {
-        contexts.forget(principal.organizationId, agentRefOf(principal, handle))
-        return STALE
-      }
-      if (written.kind === 'consume_lost') {
-        // Nothing was logged: decide again, as the deny this use now is.
-        settled = await lostUse(ctx, principal, settled.consume!, now)
-        decisionId = crypto.randomUUID()
-        continue
-      }
-      touch(ctx, agent)
-      if (written.kind === 'duplicate') {
-        if (written.request_sha256 !== requestSha) throw new HttpError(409, IDEMPOTENCY_CONFLICT)
-        return written.response
-      }
-      return answer
-    }
-  }
-
+export function decisionRoutes(guard: Guard, decisions: DecisionService): Route[] {
   async function check(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const input = await readDecisionInput(request, ctx, decisionBody)
-    if (input.idempotency_key === null) return json(200, await evaluateAndLog(ctx, principal, input, null))
-    const requester = requesterOf(principal)
-    const requestSha = hashOf({ agent: input.agent ?? null, action: input.action, resource: input.resource, args: input.args, context: input.context })
-    const slot = `${principal.organizationId}|${requester}|${input.idempotency_key}`
-    const running = inflight.get(slot)
-    if (running) {
-      const first = await running
-      if (first.sha !== requestSha) throw new HttpError(409, IDEMPOTENCY_CONFLICT)
-      return json(200, first.body, { 'Idempotent-Replayed': 'true' })
-    }
-    const stored = await findIdempotent(ctx.deps.db, principal.organizationId, requester, input.idempotency_key, new Date(ctx.now))
-    if (stored) {
-      if (stored.request_sha256 !== requestSha) throw new HttpError(409, IDEMPOTENCY_CONFLICT)
-      return json(200, stored.response, { 'Idempotent-Replayed': 'true' })
-    }
-    const work = evaluateAndLog(ctx, principal, input, requestSha).then((body) => ({ sha: requestSha, body }))
-    inflight.set(slot, work)
-    try {
-      return json(200, (await work).body)
-    } finally {
-      inflight.delete(slot)
-    }
+    const input = await readInput(request, ctx, decisionBody)
+    const { answer, replayed } = await decisions.decide(principal, input, { requestId: ctx.requestId, now: ctx.now })
+    return replayed ? json(200, answer, { 'Idempotent-Replayed': 'true' }) : json(200, answer)
   }
 
   async function simulate(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
-    const input = await readDecisionInput(request, ctx, simulateBody)
-    const { found, handle } = await contextFor(ctx, principal, input.agent)
-    const stored = input.policies === undefined ? await sets.get(principal.organizationId, found.settings.ruleset_revision) : null
-    const set = input.policies === undefined ? stored : draftsToSet(input.policies, found.settings.ruleset_revision)
-    if (!set) throw INVALID_CREDENTIAL
-    const agent = found.agent
-    const now = new Date(ctx.now)
-    const outcome = decide(set, found.settings, {
-      // An unknown handle is simulated as a discovered agent, without creating it.
-      agent: agent ? { id: agent.agent_id, handle: agent.handle, labels: agent.labels, status: agent.status } : { id: '', handle, labels: {}, status: 'discovered' },
-      action: input.action,
-      resource: input.resource,
-      args: input.args,
-      context: input.context,
-      now,
-    })
-    return json(200, answerOf(null, outcome, boundHash(principal.organizationId, handle, input), now))
+    const input = await readInput(request, ctx, simulateBody)
+    return json(200, await decisions.simulate(principal, input, { requestId: ctx.requestId, now: ctx.now }))
   }
 
   async function list(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {

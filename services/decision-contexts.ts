@@ -5,7 +5,7 @@
 // settings, policies or agents (a suspension too) bumps the revision in its own transaction, in
 // any process, so a cached context can make a decision only while it is still the current one; a
 // stale one costs a second read and a second evaluation, never a wrong answer.
-import type { DecisionContext } from '../storage/decisions.ts'
+import type { DecisionContext } from '../storage/decision-context.ts'
 
 /** How an agent is named: by an agent key's agent id, or by the handle in the request. */
 export type AgentRef = { agentId: string } | { handle: string }

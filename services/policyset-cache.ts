@@ -1,12 +1,12 @@
 // Compiled policy sets, cached in process per organization under its ruleset revision. A
-// decision reads the current revision first (storage/decisions.ts) and asks for a set at least
+// decision reads the current revision first (storage/decision-context.ts) and asks for a set at least
 // that new, so no process ever decides with a set older than the last committed change, and no
 // notification is needed for correctness. A miss loads the policies in force with their revision
 // in one statement and compiles them; concurrent misses of one organization share one load, and
 // a load never holds up other organizations. Bounded: the least recently used organization goes.
 import type { Kysely } from 'kysely'
 import { compilePolicySet, type CompiledPolicySet } from '../engine/index.ts'
-import { loadPoliciesInForce } from '../storage/decisions.ts'
+import { loadPoliciesInForce } from '../storage/decision-context.ts'
 import type { Database } from '../database/schema.ts'
 
 export interface PolicySetCache {

@@ -3,7 +3,7 @@
 // cached context may decide is the guarded insert's job (tests/decisions.test.ts).
 import t from 'tap'
 import { createDecisionContextCache } from '../services/decision-contexts.ts'
-import type { DecisionContext } from '../storage/decisions.ts'
+import type { DecisionContext } from '../storage/decision-context.ts'
 
 const ORG_A = '00000000-0000-4000-8000-00000000000a'
 const ORG_B = '00000000-0000-4000-8000-00000000000b'
