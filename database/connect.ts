@@ -6,6 +6,7 @@ import { isPostgresUrl } from '../domain/database-url.ts'
 import type { Logger } from '../log.ts'
 import { openPglite } from './pglite-array-types.ts'
 import { PgliteDialect } from './pglite-dialect.ts'
+import { PGLITE_PARSERS, POSTGRES_PARSERS } from './type-parsers.ts'
 import { PREPARED_MARK, preparedName } from './prepared.ts'
 import { migrations } from './migrations/index.ts'
 import { createFromTemplate, finishNewDataDir, prepareNewDataDir } from './pglite-template.ts'
@@ -27,19 +28,16 @@ export interface DatabaseOptions {
   readonly maxConnections?: number
 }
 
-// int8 (OID 20) as a JS number, the same as PGlite returns it; ids stay far below 2^53.
-const INT8_OID = 20
-
 /**
  * pg is loaded when PostgreSQL is used, not with the server: loading it costs about 60 ms of every
  * start, which the embedded database never needs.
  */
 export async function createPostgresPool(url: string, logger: Logger, max = 10): Promise<pg.Pool> {
   const { default: pg } = await import('pg')
+  // This pool's own parsers: another pg user in the process (pg.types.setTypeParser) never reaches them.
   const types = {
     getTypeParser(oid: number, format?: 'text' | 'binary') {
-      if (oid === INT8_OID) return (value: string) => Number(value)
-      return pg.types.getTypeParser(oid, format as 'text')
+      return (format !== 'binary' && POSTGRES_PARSERS[oid]) || pg.types.getTypeParser(oid, format as 'text')
     },
   }
   const pool = new pg.Pool({
@@ -92,13 +90,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 }
 
 /**
- * Opens PGlite as every Steward database opens it: Steward's start settings (below) and no
- * array-type catalog query (database/pglite-array-types.ts). In memory unless `dataDir` (files) or
- * `loadDataDir` (a dump, as the tests clone their template) is given.
+ * Opens PGlite as every Steward database opens it: Steward's start settings (below), its type
+ * parsers (database/type-parsers.ts) and no array-type catalog query
+ * (database/pglite-array-types.ts). In memory unless `dataDir` (files) or `loadDataDir` (a dump,
+ * as the tests clone their template) is given.
  */
 export async function openEmbeddedPglite(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<import('@electric-sql/pglite').PGlite> {
   const pgliteModule = await import('@electric-sql/pglite')
-  return openPglite(pgliteModule, { ...options, startParams: pgliteStartParams(pgliteModule.PGlite.defaultStartParams) })
+  return openPglite(pgliteModule, { ...options, startParams: pgliteStartParams(pgliteModule.PGlite.defaultStartParams), parsers: PGLITE_PARSERS })
 }
 
 /**

@@ -1,7 +1,8 @@
 // The Database type, composed from one interface per table (Kysely's convention).
 import type { ColumnType, Generated } from 'kysely'
+import type { ApprovalStatus, DefaultDecision, EpochMs, Json, OptionalJson, Outcome, Role, Timestamp } from './column-types.ts'
 
-type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>
+export type { ApprovalStatus, DefaultDecision, Role }
 
 export interface DemoRequestTable {
   id: Generated<number>
@@ -29,11 +30,6 @@ export interface NewsletterSubscriptionTable {
   via: string
   received_at: Timestamp
 }
-
-export type { Role } from '../domain/roles.ts'
-import type { Role } from '../domain/roles.ts'
-
-export type DefaultDecision = 'deny' | 'require_approval' | 'allow'
 
 export interface OrganizationTable {
   id: string
@@ -73,12 +69,12 @@ export interface PolicyVersionTable {
   organization_id: string
   name: string
   description: string
-  effect: 'allow' | 'deny' | 'require_approval'
+  effect: Outcome
   agents: Json
   actions: Json
   resources: Json
   condition: string | null
-  approval: ColumnType<unknown, string | null | undefined, string | null>
+  approval: OptionalJson
   mode: 'enforce' | 'monitor'
   enabled: boolean
   archived: boolean
@@ -98,9 +94,9 @@ export interface DecisionTable {
   context: Json
   args_sha256: string
   /** The answer given (allow after a consumed approval). */
-  decision: 'allow' | 'deny' | 'require_approval'
+  decision: Outcome
   /** What the policies alone decided: what a replay compares with. */
-  policy_decision: 'allow' | 'deny' | 'require_approval'
+  policy_decision: Outcome
   reasons: Json
   monitor: Json
   errors: Json
@@ -112,8 +108,6 @@ export interface DecisionTable {
   /** The writing transaction's id (pg_current_xact_id), set by the database: what seals cover. */
   xid: Generated<number>
 }
-
-export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled' | 'consumed'
 
 /** An approval, bound to the exact action of the decision that created it. */
 export interface ApprovalTable {
@@ -252,24 +246,22 @@ export interface RefreshTokenTable {
   spent_at: Timestamp | null
 }
 
-type Json = ColumnType<unknown, string, string>
-
 export interface PolicyTable {
   policy_id: string
   organization_id: string
   name: string
   description: string
-  effect: 'allow' | 'deny' | 'require_approval'
+  effect: Outcome
   /** JSON arrays of strings, written as JSON text. */
   agents: Json
   actions: Json
   resources: Json
   /** The free-form object of the first release, kept for reference; never evaluated. */
-  legacy_conditions: ColumnType<unknown, string | null, string | null>
+  legacy_conditions: OptionalJson
   /** A CEL expression, or null: the policy then applies whenever its patterns match. */
   condition: string | null
   /** For require_approval policies: approvers, roles and timeouts (JSON text on write). */
-  approval: ColumnType<unknown, string | null | undefined, string | null>
+  approval: OptionalJson
   /** Set by DELETE: the policy no longer applies; its versions stay readable. */
   archived_at: Timestamp | null
   mode: 'enforce' | 'monitor'
@@ -284,11 +276,10 @@ export interface PolicyTable {
 export interface RateLimitCounterTable {
   limiter: string
   key: string
-  /** ms since the epoch; int8 parsed as a number on both drivers. */
-  window_start: number
+  window_start: EpochMs
   count: number
   /** window_start + the window length, for cleanup. */
-  expires_at: number
+  expires_at: EpochMs
 }
 
 /** One change, written in the same transaction as the change itself. */
