@@ -9,7 +9,8 @@
 import os from 'node:os'
 import { createHash } from 'node:crypto'
 import { sql } from 'kysely'
-import { canonicalRow, decisionSealJson, digestRange, organizationsToSeal, sealAll } from '../storage/audit-seal.ts'
+import { canonicalRow, decisionSealJson } from '../engine/seal.ts'
+import { digestRange, organizationsToSeal, sealAll } from '../storage/audit-seal.ts'
 import { insertDecisionBatch, openSealWorld } from './seal-world.ts'
 
 const ROWS = Number(process.env.ROWS ?? 5000)

@@ -10,7 +10,8 @@
 // RATE (5000), SECONDS (20), BATCH (100 rows per insert), AUDIT_SEAL_INTERVAL_MS (500, the server default), ORGS (100 idle).
 import os from 'node:os'
 import { sql } from 'kysely'
-import { startAuditSealer, verifyChain } from '../storage/audit-seal.ts'
+import { startAuditSealer } from '../jobs/audit-seal.ts'
+import { verifyChain } from '../services/audit-verify.ts'
 import { insertDecisionBatch, openSealWorld } from './seal-world.ts'
 
 const RATE = Number(process.env.RATE ?? 5000)

@@ -1,8 +1,9 @@
 // Operator commands over the audit seals: `audit verify` recomputes each organization's seal chain
-// from its rows (storage/audit-seal.ts) and names the first mismatch; `audit seal` seals what is
+// from its rows (services/audit-verify.ts) and names the first mismatch; `audit seal` seals what is
 // new at once (a running server does this every AUDIT_SEAL_INTERVAL_MS).
 import { UUID } from '../domain/uuid.ts'
-import { sealAll, sealedOrganizations, sealOrganization, verifyChain } from '../storage/audit-seal.ts'
+import { verifyChain } from '../services/audit-verify.ts'
+import { sealAll, sealedOrganizations, sealOrganization } from '../storage/audit-seal.ts'
 import { findOrganization } from '../storage/organizations.ts'
 import { UsageError, type Command, type Options, type OptionSpec } from './command.ts'
 import { withDatabase } from './database.ts'

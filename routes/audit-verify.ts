@@ -3,7 +3,7 @@
 // mismatch. Admins and Owners only; keys bound to an agent are refused.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { verifyChain, type VerifyResult } from '../storage/audit-seal.ts'
+import { verifyChain, type VerifyResult } from '../services/audit-verify.ts'
 import { protectedErrors, type Guard } from './access.ts'
 import type { Principal } from '../services/credentials.ts'
 import { json, type Reply } from '../http/reply.ts'

@@ -3,7 +3,7 @@
 // the token endpoint adds RFC 6749 §5.2 codes as {"status", "error": code, "error_description"}.
 import type { Config } from '../config.ts'
 import { startDecisionMaintenance, type DecisionMaintenance } from '../jobs/decision-maintenance.ts'
-import { startAuditSealer, type AuditSealer } from '../storage/audit-seal.ts'
+import { startAuditSealer, type AuditSealer } from '../jobs/audit-seal.ts'
 import { auditVerifyRoutes } from './audit-verify.ts'
 import { createDecisionWriter } from '../services/decision-writer.ts'
 import { createPolicySetCache } from '../services/policyset-cache.ts'
