@@ -39,6 +39,12 @@ export function coveredTypes(subscriptions: readonly string[]): string[] {
   return [...out]
 }
 
+/** The subscription that covers audit type `type`, or null when none does. */
+export function subscriptionOf(type: string): WebhookEventType | null {
+  for (const name of WEBHOOK_EVENT_TYPES) if (SUBSCRIPTION_COVERS[name].includes(type)) return name
+  return null
+}
+
 /**
  * Standard Webhooks' schedule: the first attempt at once, then retries this many milliseconds after
  * the previous failure (8 attempts over about 27.6 hours). After the last, the event is given up.

@@ -1,22 +1,23 @@
 // The webhook delivery worker, run between start() and close(): each tick fans the outbox out
-// into the delivery log (storage/webhooks.ts fanOut), then claims endpoints whose oldest pending
-// delivery is due and sends their queues in order, signed with the Standard Webhooks scheme.
-// A failed delivery blocks the endpoint's later ones until it succeeds or its schedule ends.
-import { createHmac } from 'node:crypto'
+// into the delivery log (storage/webhook-fanout.ts fanOut, bodies built by
+// services/webhook-payloads.ts), then claims endpoints whose oldest pending delivery is due and
+// sends their queues in order, signed with the Standard Webhooks scheme. A failed delivery blocks
+// the endpoint's later ones until it succeeds or its schedule ends.
 import type { Config } from '../config.ts'
 import {
   claimEndpoints,
-  fanOut,
   queuedDeliveries,
   recordDelivered,
   recordFailure,
   releaseEndpoint,
   type ClaimedEndpoint,
   type DeliveredResult,
-} from '../storage/webhooks.ts'
+} from '../storage/webhook-deliveries.ts'
+import { fanOut } from '../storage/webhook-fanout.ts'
 import { turn } from '../database/turn.ts'
 import type { Deps } from '../services/deps.ts'
-import { createSender, type Sender } from '../services/webhook-sender.ts'
+import { webhookPayloads } from '../services/webhook-payloads.ts'
+import { createSender, webhookSigner, type Sender, type Signer } from '../services/webhook-sender.ts'
 
 export interface WebhookWorkerOptions {
   /** How often a tick runs, in ms. */
@@ -36,16 +37,6 @@ export interface WebhookWorker {
 }
 
 const BATCH = 500
-
-/** The HMAC key of a `whsec_…` secret (base64 after the prefix), as Standard Webhooks reads it. */
-function signingKey(secret: string): Buffer {
-  return Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64')
-}
-
-/** Standard Webhooks' v1 signature: HMAC-SHA256 of `id.timestamp.body`, base64 (node's native HMAC). */
-function sign(key: Buffer, messageId: string, timestamp: string, body: string): string {
-  return `v1,${createHmac('sha256', key).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`
-}
 const LEASE_MS = 5 * 60_000
 
 export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger'>, options: WebhookWorkerOptions = {}): WebhookWorker {
@@ -55,16 +46,17 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
     sender ??= createSender({ allowPrivate: config.webhookAllowPrivate, timeoutMs, maxResponseBytes: 64 * 1024 })
     return sender(url, headers, body)
   }
-  const keys = new Map<string, Buffer>()
+  const payloadOf = webhookPayloads(config.productApiUrl)
+  const signers = new Map<string, Signer>()
   let timer: ReturnType<typeof setInterval> | null = null
   let running: Promise<void> | null = null
   let closed = false
 
   async function deliverEndpoint(endpoint: ClaimedEndpoint): Promise<void> {
     const started = performance.now()
-    let key = keys.get(endpoint.webhook_id)
-    if (!key) keys.set(endpoint.webhook_id, (key = signingKey(endpoint.secret)))
     try {
+      let sign = signers.get(endpoint.webhook_id)
+      if (!sign) signers.set(endpoint.webhook_id, (sign = webhookSigner(endpoint.secret)))
       let successes: DeliveredResult[] = []
       const flush = async () => {
         if (successes.length === 0) return
@@ -83,12 +75,7 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
             break
           }
           const at = new Date(now)
-          const timestamp = String(Math.floor(now / 1000))
-          const result = await send(
-            endpoint.url,
-            { 'webhook-id': delivery.message_id, 'webhook-timestamp': timestamp, 'webhook-signature': sign(key, delivery.message_id, timestamp, delivery.payload) },
-            delivery.payload,
-          )
+          const result = await send(endpoint.url, sign(delivery.message_id, now, delivery.payload), delivery.payload)
           if (result.ok) {
             successes.push({ deliveryId: delivery.delivery_id, statusCode: result.statusCode ?? 200, at })
             continue
@@ -112,7 +99,7 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
   }
 
   async function pass(): Promise<void> {
-    await fanOut(deps.db, new Date(deps.clock()), config.productApiUrl)
+    await fanOut(deps.db, new Date(deps.clock()), payloadOf)
     for (let round = 0; round < 1000 && !closed; round++) {
       // Requests get the thread between this pass's statements (database/turn.ts).
       await turn()

@@ -10,17 +10,8 @@ import { bodyDoc, readInput, unknownField } from '../http/body.ts'
 import { HttpError } from '../http/errors.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 import { created, json, noContent, type Reply } from '../http/reply.ts'
-import {
-  createWebhook,
-  deleteWebhook,
-  findDelivery,
-  findWebhook,
-  listDeliveries,
-  listWebhooks,
-  replayDelivery,
-  type DeliveryRow,
-  type WebhookRow,
-} from '../storage/webhooks.ts'
+import { createWebhook, deleteWebhook, findWebhook, listWebhooks, type WebhookRow } from '../storage/webhooks.ts'
+import { findDelivery, listDeliveries, replayDelivery, type DeliveryRow } from '../storage/webhook-deliveries.ts'
 import { protectedErrors, type Guard } from './access.ts'
 import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'

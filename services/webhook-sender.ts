@@ -1,11 +1,13 @@
-// One webhook request out: a POST with a deadline, a cap on the answer read, no redirect
-// followed, and the SSRF guard. Names are resolved by a `lookup` that checks every address it
-// returns, and the socket connects to exactly those addresses, so a DNS answer that changes
-// between a check and the connect (rebinding) cannot reach a private or loopback address.
+// One webhook request out: its Standard Webhooks signature, then a POST with a deadline, a cap on
+// the answer read, no redirect followed, and the SSRF guard. Names are resolved by a `lookup` that
+// checks every address it returns, and the socket connects to exactly those addresses, so a DNS
+// answer that changes between a check and the connect (rebinding) cannot reach a private or
+// loopback address.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
 import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
+import { Webhook } from 'standardwebhooks'
 import { forbiddenAddress, isIpLiteral } from '../domain/webhooks.ts'
 
 export interface SendOptions {
@@ -25,6 +27,30 @@ export interface SendResult {
 export type Sender = (url: string, headers: Readonly<Record<string, string>>, body: string) => Promise<SendResult>
 
 const ALLOW_HINT = 'set WEBHOOK_ALLOW_PRIVATE=true to allow internal targets'
+
+/** The three Standard Webhooks headers of one attempt. */
+export type SignedHeaders = {
+  readonly 'webhook-id': string
+  readonly 'webhook-timestamp': string
+  readonly 'webhook-signature': string
+}
+
+/** Signs one attempt of a delivery: `now` in ms since the epoch, sent as whole seconds. */
+export type Signer = (messageId: string, now: number, body: string) => SignedHeaders
+
+/**
+ * The signer of an endpoint whose secret is `secret` (`whsec_` and base64): the standardwebhooks
+ * library's `v1,` HMAC-SHA256 of `id.timestamp.body`, the same library receivers verify with.
+ * The key is decoded once, here; make one signer per endpoint and keep it.
+ */
+export function webhookSigner(secret: string): Signer {
+  const webhook = new Webhook(secret)
+  return (messageId, now, body) => ({
+    'webhook-id': messageId,
+    'webhook-timestamp': String(Math.floor(now / 1000)),
+    'webhook-signature': webhook.sign(messageId, new Date(now), body),
+  })
+}
 
 /** Why `url`'s host may not be a target when it is an IP literal, or null. */
 export function refusedLiteral(hostname: string): string | null {
