@@ -14,6 +14,8 @@ import { createConsoleSurface } from './routes/console.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
 import { createProductSurface } from './routes/product.ts'
+import { createServices } from './services/index.ts'
+import { startJobs, type Jobs } from './jobs/index.ts'
 import { parseReplayRequest } from './routes/policy-replay.ts'
 import { replayDecisions } from './services/policy-replay.ts'
 import type { ProductOperations } from './cli/command.ts'
@@ -61,14 +63,17 @@ export const productOperations: ProductOperations = {
 /** Builds the fetch handler. Pure: no I/O and no timers until start() or a request. */
 export function createHandler(config: Config, given: HandlerDeps): Steward {
   const deps: Deps = { ...given, passwords: given.passwords ?? passwordHasherFor(config) }
+  // The use cases, caches and hubs every door shares; the routes only parse, authorize and call them.
+  const services = createServices(config, deps)
   const leads = createLeadSurface(config, deps)
-  const product = createProductSurface(config, deps)
+  const product = createProductSurface(config, deps, services)
   // Discovery describes the other surfaces: its documents are built once from their routes.
   const discovery = createDiscoverySurface(config, [leads, product])
   // The console is not an API: it serves files, and the discovery documents leave it out.
   const all: Surface[] = [discovery, product, leads, createConsoleSurface(config)]
   const combined = createFetch(all, { config, deps, fallback: leads })
   let started = false
+  let jobs: Jobs | null = null
   return {
     fetch: combined.fetch,
     refuse: combined.refuse,
@@ -76,15 +81,20 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
     leads: createFetch([leads], { config, deps, fallback: leads }),
     product: createFetch([product], { config, deps, fallback: product }),
     discovery: createFetch([discovery], { config, deps, fallback: discovery }),
-    forgetCredentials: (id) => product.forgetCredentials(id),
+    forgetCredentials: (id) => services.credentials.forget(id),
     start() {
       if (started) return
       started = true
       for (const surface of all) surface.start?.()
+      services.start()
+      jobs = startJobs({ config, deps, services })
       given.rateLimits?.start()
     },
     async close() {
+      // Jobs first (each settles its pass under way), then what the services hold queued.
+      await jobs?.stop()
       await Promise.all(all.map((surface) => surface.close?.()))
+      await services.close()
       await given.rateLimits?.close()
     },
   }
