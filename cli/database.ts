@@ -6,7 +6,8 @@ import { createJsonLogger, type Logger } from '../log.ts'
 import { openDatabase, type DatabaseHandle } from '../database/connect.ts'
 import { migrateToLatest } from '../database/migrate.ts'
 import { holdingEventLoop } from './event-loop.ts'
-import { lockDataDir, prepareDataDir, type DataDirLock, type HolderRole } from './lock.ts'
+import { prepareDataDir } from './data-dir.ts'
+import { lockDataDir, type DataDirLock, type HolderRole } from './lock.ts'
 
 /** Where a command works: the configuration, and the running server's database when it carries the command out. */
 export interface CommandDatabase {

@@ -7,9 +7,10 @@
 // a crash leaves a socket file nobody answers on (ECONNREFUSED), which the next process removes.
 // The same socket is the channel through which a running server carries out operator commands.
 import { randomBytes } from 'node:crypto'
-import { accessSync, constants, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from 'node:fs'
+import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, watch, writeFileSync, type FSWatcher } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
+import { DataDirError } from './data-dir.ts'
 
 export const SOCKET_NAME = 'steward.sock'
 /** Held for the few milliseconds it takes to find a socket file stale, remove it and bind anew. */
@@ -28,10 +29,6 @@ export interface Holder {
   readonly pid: number | null
   readonly since: string | null
   readonly role: HolderRole | null
-}
-
-class DataDirError extends Error {
-  override name = 'DataDirError'
 }
 
 /** The data directory is held by another live process. */
@@ -57,63 +54,6 @@ function heldMessage(dataDir: string, holder: Holder): string {
 
 export function socketPath(dataDir: string): string {
   return join(resolve(dataDir), SOCKET_NAME)
-}
-
-/**
- * Creates DATA_DIR if needed (owner-only) and checks it is a writable directory, so that an
- * unusable one fails at once with its name instead of hanging inside the embedded database.
- */
-export function prepareDataDir(dataDir: string): void {
-  const fail = (why: string): never => {
-    throw new DataDirError(`DATA_DIR ${dataDir} is not usable: ${why}; set DATA_DIR to a directory this user can create and write`)
-  }
-  try {
-    makeDirectories(resolve(dataDir))
-  } catch (error) {
-    fail(`cannot create it (${(error as NodeJS.ErrnoException).code ?? String(error)})`)
-  }
-  let isDirectory = false
-  try {
-    isDirectory = statSync(dataDir).isDirectory()
-  } catch (error) {
-    fail(`cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`)
-  }
-  if (!isDirectory) fail('it is a file, not a directory')
-  try {
-    accessSync(dataDir, constants.R_OK | constants.W_OK | constants.X_OK)
-  } catch (error) {
-    fail(`it is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)})`)
-  }
-  // access(2) says yes on some read-only mounts (procfs, root on a read-only bind): try a write.
-  const probe = join(dataDir, `.steward-write-test-${process.pid}-${randomBytes(4).toString('hex')}`)
-  try {
-    writeFileSync(probe, '')
-    unlinkSync(probe)
-  } catch (error) {
-    fail(`it is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)})`)
-  }
-}
-
-/**
- * mkdir -p, one level at a time. Node's recursive mkdirSync spins forever where mkdir(2) answers
- * ENOENT under an existing parent (/proc/x): here that is an error like any other.
- */
-function makeDirectories(path: string): void {
-  const missing: string[] = []
-  let current = path
-  while (!existsSync(current)) {
-    missing.unshift(current)
-    const parent = dirname(current)
-    if (parent === current) break
-    current = parent
-  }
-  for (const dir of missing) {
-    try {
-      mkdirSync(dir, { mode: 0o700 })
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    }
-  }
 }
 
 /** Asks whoever listens on the socket who they are. null: nobody answers (no file, or stale). */
