@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto'
 import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, watch, writeFileSync, type FSWatcher } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
-import { dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { DataDirError } from './data-dir.ts'
 
 export const SOCKET_NAME = 'steward.sock'
