@@ -26,8 +26,8 @@ export function clientRateKey(address: string, ipv6PrefixBits: number): string {
 }
 
 /**
- * `clientRateKey` for one prefix length, remembered per address text: the parse costs about a
- * microsecond and a client sends many requests (docs/architecture.md). At most 1,024 addresses
+ * `clientRateKey` for one prefix length, remembered per address text: a client sends many
+ * requests, and the parse is dear beside a map lookup. At most 1,024 addresses
  * are kept; a flood of made-up addresses (possible only through a trusted proxy's forwarded
  * header) empties the memory instead of growing it.
  */

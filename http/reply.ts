@@ -5,7 +5,7 @@
  * headers to the reply, and pipeline.ts turns it into a Response once, at the very end. Why not a
  * Response from the start: on Node, @hono/node-server writes a Response straight to the socket
  * only while its headers are the plain object it was built with; a single `headers.set` on it
- * builds a Headers object and a second, native Response (about a third of a small request's CPU).
+ * builds a Headers object and a second, native Response, a large part of a small request's cost.
  */
 export interface Reply {
   readonly status: number

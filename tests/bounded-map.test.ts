@@ -1,4 +1,4 @@
-// The Map behind the request path's remembered answers (the URL check, the rate-limit key): it
+// The Map behind the request path's remembered answers (the rate-limit key): it
 // never holds more than its limit, and a key it already holds is updated without emptying it.
 import t from 'tap'
 import { BoundedMap } from '../http/bounded-map.ts'
