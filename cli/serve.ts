@@ -10,7 +10,6 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Config } from '../config.ts'
 import type { ConnectionInfo } from '../http/context.ts'
-import { attachRawBody } from '../http/body.ts'
 import { BAD_TARGET, connectNotSupported, HttpError, REASON } from '../http/errors.ts'
 import type { FetchHandler } from '../http/pipeline.ts'
 import type { Reply } from '../http/reply.ts'
@@ -45,7 +44,7 @@ export async function serve(app: Handler, config: Config): Promise<Served> {
 type Tls = { cert: string; key: string } | null
 
 /**
- * Loads Node's HTTP adapter (and the fetch classes of Node it pulls in, ~30 ms of CPU here) on a
+ * Loads Node's HTTP adapter (and the fetch classes of Node it pulls in) on a
  * later turn of the event loop: called before the database opens, the loading runs while the
  * embedded database waits on its file reads and WebAssembly compilation instead of after them.
  * (Not at once: inside the bundle the import is a function call, which would run before the
@@ -117,11 +116,7 @@ async function serveNode(app: Handler, config: Config, tls: Tls): Promise<Served
   // The exchange @hono/node-server is building a Request for: its errorHandler is called
   // synchronously from inside the listener when that fails, with the error only.
   let building: { incoming: IncomingMessage; outgoing: ServerResponse } | null = null
-  const listener = getRequestListener((request, env) => {
-    // The body reader takes the body from the IncomingMessage itself (attachRawBody in http/body.ts).
-    attachRawBody(request, env.incoming)
-    return app.fetch(request, connOf(env.incoming.socket))
-  }, {
+  const listener = getRequestListener((request, env) => app.fetch(request, connOf(env.incoming.socket)), {
     hostname: config.host,
     errorHandler: (error) => {
       const exchange = building

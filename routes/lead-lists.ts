@@ -6,7 +6,7 @@
 // credential gets the same 403, whatever its role elsewhere.
 import type { IRequest } from 'itty-router'
 import * as v from 'valibot'
-import { unsafeTextProblem } from '../http/body.ts'
+import { unsafeTextProblem } from '../http/body-parse.ts'
 import { HttpError } from '../http/errors.ts'
 import type { OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'

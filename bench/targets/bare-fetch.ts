@@ -6,7 +6,7 @@
 //   GET /policies with a key that is not of the key format: 401, answered at once, after the
 //                 Fastify reference's check (reference-work.ts);
 //   POST /demo-request whose JSON body misses a field: 400, after reading the body as Steward does
-//                 (http/body.ts readText, from the IncomingMessage) and the reference's check;
+//                 (http/body-text.ts readText) and the reference's check;
 //   anything else 404 {"error":"No resource at <path>"}, returned as a Response rather than a
 //                 promise (nothing to wait for), which the adapter writes at once.
 // So "Fastify ÷ bare function" on each row is the ceiling of any pipeline on this adapter.
@@ -14,7 +14,7 @@
 // or unset (/health answers without a database round trip).
 //   DATABASE_URL=postgres://… PORT=0 node --import tsx bench/targets/bare-fetch.ts
 import { serve } from '@hono/node-server'
-import { attachRawBody, readText, type RawBodySource } from '../../http/body.ts'
+import { readText } from '../../http/body-text.ts'
 import { pathOf } from '../../http/pipeline.ts'
 import { healthAnswer, openHealthCheck } from './health-check.ts'
 import { CSP, EXPOSED, keyIsWellFormed, leadIsValid, MISSING, UNAUTHORIZED } from './reference-work.ts'
@@ -40,23 +40,19 @@ function headers(extra?: Record<string, string>): Record<string, string> {
 }
 
 /** /health waits for the check; a 404 needs no waiting and is returned as it is, as Steward's is. */
-function fetch(request: Request, env: { incoming: RawBodySource }): Response | Promise<Response> {
+function fetch(request: Request): Response | Promise<Response> {
   const path = pathOf(request.url)
   if (path === '/health' && request.method === 'GET') return health()
   if (path === '/policies' && request.method === 'GET') {
     if (!keyIsWellFormed(request.headers.get('authorization'))) return new Response(UNAUTHORIZED, { status: 401, headers: headers({ 'cache-control': 'no-store' }) })
     return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers({ 'cache-control': 'no-store' }) })
   }
-  if (path === '/demo-request' && request.method === 'POST') {
-    // As cli/serve.ts hands it to Steward: the body is read from the IncomingMessage itself.
-    attachRawBody(request, env.incoming)
-    return lead(request)
-  }
+  if (path === '/demo-request' && request.method === 'POST') return lead(request)
   return new Response(JSON.stringify({ error: `No resource at ${path}` }), { status: 404, headers: headers() })
 }
 
 async function lead(request: Request): Promise<Response> {
-  // Steward's own reader (http/body.ts): bounded, with its deadline, strict UTF-8.
+  // Steward's own reader (http/body-text.ts): bounded, with its deadline, strict UTF-8.
   const text = await readText(request, BODY_LIMIT, BODY_TIMEOUT_MS)
   if (leadIsValid(text)) return new Response(JSON.stringify({ status: 'ok' }), { status: 200, headers: headers() })
   return new Response(MISSING, { status: 400, headers: headers() })
