@@ -9,6 +9,7 @@ import { ROLES } from '../domain/roles.ts'
 import { ROLE_SCOPES, type Scope } from '../domain/scopes.ts'
 import { SECRET_PATTERN } from '../auth/secrets.ts'
 import type { Credentials, Principal } from '../services/credentials.ts'
+import { auditOf } from '../services/decision-answers.ts'
 import { HttpError } from '../http/errors.ts'
 import { setHeaders, type Reply } from '../http/reply.ts'
 import type { RequestContext } from './deps.ts'
@@ -31,9 +32,7 @@ export const ProductErrorSchema = v.pipe(
  * the signed-in user of a session, else the API key (a key's token included).
  */
 export function auditBy(ctx: Pick<RequestContext, 'requestId'>, principal: Principal): AuditBy {
-  if (principal.agentId !== null) return { actor: { type: 'agent', id: principal.agentId }, requestId: ctx.requestId }
-  if (principal.userId !== null) return { actor: { type: 'user', id: principal.userId }, requestId: ctx.requestId }
-  return { actor: { type: 'key', id: principal.keyId }, requestId: ctx.requestId }
+  return auditOf(principal, ctx.requestId)
 }
 
 export type ProtectedHandler = (request: IRequest, ctx: RequestContext, principal: Principal) => Promise<Reply>
