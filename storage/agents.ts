@@ -2,37 +2,18 @@
 // query is scoped by the organization. Every change (discovery included) bumps the ruleset
 // revision in the same transaction, so decisions everywhere see it on their next request.
 // Knows nothing of HTTP.
-import type { Kysely, Transaction } from 'kysely'
+import type { Kysely, Selectable, Transaction } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
 import type { AgentTable, Database } from '../database/schema.ts'
 
-export type AgentStatus = AgentTable['status']
+export type Agent = Selectable<AgentTable>
 
-export interface Agent {
-  agent_id: string
-  organization_id: string
-  handle: string
-  display_name: string
-  description: string
-  owner_user_id: string | null
-  labels: Record<string, string>
-  status: AgentStatus
-  created_at: Date
-  updated_at: Date
-  last_seen_at: Date | null
-}
+export type AgentStatus = Agent['status']
 
 /** What a client may set on an agent. */
-export interface AgentFields {
-  handle: string
-  display_name: string
-  description: string
-  owner_user_id: string | null
-  labels: Record<string, string>
-  status: AgentStatus
-}
+export type AgentFields = Pick<Agent, 'handle' | 'display_name' | 'description' | 'owner_user_id' | 'labels' | 'status'>
 
 /** Keyset position for newest-first pages: created_at, then agent_id. */
 export interface AgentCursor {
@@ -44,20 +25,20 @@ const COLUMNS = ['agent_id', 'organization_id', 'handle', 'display_name', 'descr
 
 type Db = Kysely<Database> | Transaction<Database>
 
+/** The agent's columns of a row that holds others too (storage/decision-context.ts joins it with its organization's). */
 export function toAgent(row: Record<string, unknown>): Agent {
-  const labels = typeof row.labels === 'string' ? JSON.parse(row.labels) : row.labels
   return {
     agent_id: row.agent_id as string,
     organization_id: row.organization_id as string,
     handle: row.handle as string,
     display_name: row.display_name as string,
     description: row.description as string,
-    owner_user_id: (row.owner_user_id as string | null) ?? null,
-    labels: (labels ?? {}) as Record<string, string>,
+    owner_user_id: row.owner_user_id as string | null,
+    labels: row.labels as Record<string, string>,
     status: row.status as AgentStatus,
-    created_at: new Date(row.created_at as Date),
-    updated_at: new Date(row.updated_at as Date),
-    last_seen_at: row.last_seen_at ? new Date(row.last_seen_at as Date) : null,
+    created_at: row.created_at as Date,
+    updated_at: row.updated_at as Date,
+    last_seen_at: row.last_seen_at as Date | null,
   }
 }
 
@@ -82,12 +63,12 @@ async function assertOwnerIsMember(db: Db, organizationId: string, userId: strin
   if (!row) throw new OwnerNotMemberError('owner_user_id is not a member of this organization')
 }
 
-/** Creates an agent under the cap; HandleTakenError when the handle is in use. */
 /** What an agent event says about the agent. */
 function agentData(agent: Agent): Record<string, unknown> {
   return { agent_id: agent.agent_id, handle: agent.handle, status: agent.status, display_name: agent.display_name, owner_user_id: agent.owner_user_id }
 }
 
+/** Creates an agent under the cap; HandleTakenError when the handle is in use. */
 export async function createAgent(db: Kysely<Database>, organizationId: string, fields: AgentFields, now: Date, cap: Cap, by: AuditBy): Promise<Agent> {
   return db.transaction().execute(async (trx) => {
     await lockOrganization(trx, organizationId)
@@ -101,9 +82,8 @@ export async function createAgent(db: Kysely<Database>, organizationId: string, 
       .returning(COLUMNS)
       .executeTakeFirstOrThrow()
     await bumpRulesetRevision(trx, organizationId)
-    const agent = toAgent(row)
-    await recordEvent(trx, eventBy(by, organizationId, 'agent.created', { type: 'agent', id: agent.agent_id }, { ...agentData(agent), labels: agent.labels }, now))
-    return agent
+    await recordEvent(trx, eventBy(by, organizationId, 'agent.created', { type: 'agent', id: row.agent_id }, { ...agentData(row), labels: row.labels }, now))
+    return row
   })
 }
 
@@ -116,7 +96,7 @@ export async function discoverAgent(db: Kysely<Database>, organizationId: string
   return db.transaction().execute(async (trx) => {
     await lockOrganization(trx, organizationId)
     const existing = await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirst()
-    if (existing) return toAgent(existing)
+    if (existing) return existing
     if ((await countAgents(trx, organizationId)) >= cap.limit) return null
     const inserted = await trx
       .insertInto('agents')
@@ -126,21 +106,20 @@ export async function discoverAgent(db: Kysely<Database>, organizationId: string
       .executeTakeFirst()
     if (inserted) {
       await bumpRulesetRevision(trx, organizationId)
-      await recordEvent(trx, eventBy(by, organizationId, 'agent.discovered', { type: 'agent', id: inserted.agent_id }, agentData(toAgent(inserted)), now))
+      await recordEvent(trx, eventBy(by, organizationId, 'agent.discovered', { type: 'agent', id: inserted.agent_id }, agentData(inserted), now))
     }
-    const row = inserted ?? (await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirstOrThrow())
-    return toAgent(row)
+    return inserted ?? (await trx.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirstOrThrow())
   })
 }
 
 export async function findAgent(db: Db, organizationId: string, agentId: string): Promise<Agent | null> {
   const row = await db.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('agent_id', '=', agentId).executeTakeFirst()
-  return row ? toAgent(row) : null
+  return row ?? null
 }
 
 export async function findAgentByHandle(db: Db, organizationId: string, handle: string): Promise<Agent | null> {
   const row = await db.selectFrom('agents').select(COLUMNS).where('organization_id', '=', organizationId).where('handle', '=', handle).executeTakeFirst()
-  return row ? toAgent(row) : null
+  return row ?? null
 }
 
 /** Newest first; `status` filters. */
@@ -151,8 +130,7 @@ export async function listAgents(db: Db, organizationId: string, page: { status:
   if (after) {
     query = query.where((eb) => eb.or([eb('created_at', '<', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('agent_id', '<', after.agentId)])]))
   }
-  const rows = await query.orderBy('created_at', 'desc').orderBy('agent_id', 'desc').limit(page.limit).execute()
-  return rows.map(toAgent)
+  return query.orderBy('created_at', 'desc').orderBy('agent_id', 'desc').limit(page.limit).execute()
 }
 
 /** Applies the changed fields; null when the agent is not in the organization. */
@@ -179,11 +157,10 @@ export async function updateAgent(db: Kysely<Database>, organizationId: string, 
       .executeTakeFirst()
     if (!row) return null
     await bumpRulesetRevision(trx, organizationId)
-    const agent = toAgent(row)
     // A change that suspends is recorded as a suspension; any other change (resuming included) as an update.
     const type = changes.status === 'suspended' ? 'agent.suspended' : 'agent.updated'
-    await recordEvent(trx, eventBy(by, organizationId, type, { type: 'agent', id: agentId }, { ...agentData(agent), changed: Object.keys(changes), changes }, now))
-    return agent
+    await recordEvent(trx, eventBy(by, organizationId, type, { type: 'agent', id: agentId }, { ...agentData(row), changed: Object.keys(changes), changes }, now))
+    return row
   })
 }
 
@@ -193,7 +170,7 @@ export async function deleteAgent(db: Kysely<Database>, organizationId: string, 
     const deleted = await trx.deleteFrom('agents').where('organization_id', '=', organizationId).where('agent_id', '=', agentId).returning(COLUMNS).executeTakeFirst()
     if (!deleted) return false
     await bumpRulesetRevision(trx, organizationId)
-    await recordEvent(trx, eventBy(by, organizationId, 'agent.deleted', { type: 'agent', id: agentId }, agentData(toAgent(deleted)), now))
+    await recordEvent(trx, eventBy(by, organizationId, 'agent.deleted', { type: 'agent', id: agentId }, agentData(deleted), now))
     return true
   })
 }

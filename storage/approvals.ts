@@ -3,69 +3,27 @@
 // once by an atomic update, expired by a sweeper and at read time. Every change of state sends
 // the approval id on the channel below, in the same transaction, so waiters in other processes
 // wake up. Knows nothing of HTTP.
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
 import { BY_SYSTEM, eventBy, recordEvent, recordEvents, type AuditBy, type AuditEventInput } from './audit.ts'
-import type { ApprovalStatus, Database } from '../database/schema.ts'
+import type { ApprovalStatus, ApprovalTable, ApprovalVoteTable, Database } from '../database/schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
 
 /** Payloads are approval ids. */
 export const APPROVAL_CHANNEL = 'steward_approvals'
 
-export interface ApprovalRecord {
-  approval_id: string
-  organization_id: string
-  decision_id: string
-  agent_id: string
-  agent_handle: string
-  action: string
-  resource: string
+/** An approval's row, its JSON columns typed as insertApprovals writes them. */
+export type ApprovalRecord = Omit<Selectable<ApprovalTable>, 'args' | 'context' | 'policies' | 'approver_roles'> & {
   args: Record<string, unknown>
   context: Record<string, unknown>
-  args_sha256: string
   policies: { policy_id: string; version: number }[]
-  approvers_required: number
   approver_roles: string[]
-  use_within_seconds: number
-  status: ApprovalStatus
-  created_at: Date
-  expires_at: Date
-  use_by: Date | null
-  decided_at: Date | null
-  consumed_at: Date | null
-  consumed_decision_id: string | null
-  requested_by: string
-  cancelled_by: string | null
 }
 
-export interface VoteRecord {
-  approval_id: string
-  user_id: string
-  vote: 'approve' | 'deny'
-  note: string | null
-  created_at: Date
-}
+export type VoteRecord = Selectable<ApprovalVoteTable>
 
-const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
-const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as Date))
-
-export function toApproval(row: Record<string, unknown>): ApprovalRecord {
-  return {
-    ...(row as unknown as ApprovalRecord),
-    args: parse(row.args),
-    context: parse(row.context),
-    policies: parse(row.policies),
-    approver_roles: parse(row.approver_roles),
-    approvers_required: Number(row.approvers_required),
-    use_within_seconds: Number(row.use_within_seconds),
-    created_at: new Date(row.created_at as Date),
-    expires_at: new Date(row.expires_at as Date),
-    use_by: date(row.use_by),
-    decided_at: date(row.decided_at),
-    consumed_at: date(row.consumed_at),
-  }
-}
+const asApproval = (row: Selectable<ApprovalTable>) => row as ApprovalRecord
 
 /**
  * The state as of `now`: an overdue pending approval is expired, and so is an approved one past
@@ -144,13 +102,12 @@ export async function findApproval(db: Db, organizationId: string, approvalId: s
   let query = db.selectFrom('approvals').selectAll().where('organization_id', '=', organizationId).where('approval_id', '=', approvalId)
   if (agentId !== null) query = query.where('agent_id', '=', agentId)
   const row = await query.executeTakeFirst()
-  return row ? toApproval(row as Record<string, unknown>) : null
+  return row ? asApproval(row) : null
 }
 
 export async function votesFor(db: Db, approvalIds: readonly string[]): Promise<VoteRecord[]> {
   if (approvalIds.length === 0) return []
-  const rows = await db.selectFrom('approval_votes').selectAll().where('approval_id', 'in', approvalIds).orderBy('created_at').orderBy('user_id').execute()
-  return rows.map((row) => ({ ...row, created_at: new Date(row.created_at) }))
+  return db.selectFrom('approval_votes').selectAll().where('approval_id', 'in', approvalIds).orderBy('created_at').orderBy('user_id').execute()
 }
 
 export interface ApprovalCursor {
@@ -185,7 +142,7 @@ export async function listApprovals(
     query = query.where((eb) => eb.or([eb('created_at', '>', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('approval_id', '>', after.approvalId)])]))
   }
   const rows = await query.orderBy('created_at', 'asc').orderBy('approval_id', 'asc').limit(page.limit).execute()
-  return rows.map((row) => asOf(toApproval(row as Record<string, unknown>), now))
+  return rows.map((row) => asOf(asApproval(row), now))
 }
 
 async function notifyChanged(trx: Db, approvalId: string): Promise<void> {
@@ -231,7 +188,7 @@ export async function voteOnApproval(
   return db.transaction().execute(async (trx) => {
     const row = await trx.selectFrom('approvals').selectAll().where('organization_id', '=', organizationId).where('approval_id', '=', approvalId).forUpdate().executeTakeFirst()
     if (!row) return { kind: 'not_found' }
-    const approval = toApproval(row as Record<string, unknown>)
+    const approval = asApproval(row)
     if (effectiveStatus(approval, now) !== 'pending') return { kind: 'closed', approval: asOf(approval, now) }
     const facts = await trx
       .selectFrom('users')
@@ -277,7 +234,7 @@ export async function consumeApproval(db: Db, organizationId: string, approvalId
     .where('use_by', '>', now)
     .returningAll()
     .executeTakeFirst()
-  return row ? toApproval(row as Record<string, unknown>) : null
+  return row ? asApproval(row) : null
 }
 
 /** Cancels a pending approval (of one agent, for an agent key). */
@@ -287,7 +244,7 @@ export async function cancelApproval(db: Kysely<Database>, organizationId: strin
     if (agentId !== null) query = query.where('agent_id', '=', agentId)
     const row = await query.forUpdate().executeTakeFirst()
     if (!row) return { kind: 'not_found' }
-    const approval = toApproval(row as Record<string, unknown>)
+    const approval = asApproval(row)
     if (effectiveStatus(approval, now) !== 'pending') return { kind: 'closed', approval: asOf(approval, now) }
     const next = { status: 'cancelled' as const, decided_at: now, cancelled_by: cancelledBy }
     await trx.updateTable('approvals').set(next).where('approval_id', '=', approvalId).execute()
@@ -336,11 +293,4 @@ export async function expireDue(db: Db, now: Date): Promise<string[]> {
   return (db as Kysely<Database>).transaction().execute(work)
 }
 
-interface ExpiredRow {
-  approval_id: string
-  organization_id: string
-  agent_id: string
-  agent_handle: string
-  action: string
-  resource: string
-}
+type ExpiredRow = Pick<Selectable<ApprovalTable>, 'approval_id' | 'organization_id' | 'agent_id' | 'agent_handle' | 'action' | 'resource'>

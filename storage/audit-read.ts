@@ -1,21 +1,13 @@
 // Reading the audit log: pages for GET /audit (newest first) and the keyset walk that exports
 // stream (oldest first). Every query is scoped by the organization. Knows nothing of HTTP.
-import { sql, type Kysely } from 'kysely'
-import type { ActorType, AuditEventType } from '../domain/audit.ts'
-import type { Database } from '../database/schema.ts'
+import { sql, type Kysely, type Selectable } from 'kysely'
+import type { AuditEventType } from '../domain/audit.ts'
+import type { AuditEventTable, Database } from '../database/schema.ts'
 
-export interface AuditEventRow {
-  event_id: number
-  organization_id: string
-  occurred_at: Date
-  actor_type: ActorType
-  actor_id: string | null
-  type: string
-  target_type: string
-  target_id: string | null
-  data: Record<string, unknown>
-  request_id: string | null
-}
+const COLUMNS = ['event_id', 'organization_id', 'occurred_at', 'actor_type', 'actor_id', 'type', 'target_type', 'target_id', 'data', 'request_id'] as const
+
+/** An event as read back: every column but the writing transaction's id; its data is always an object. */
+export type AuditEventRow = Omit<Pick<Selectable<AuditEventTable>, (typeof COLUMNS)[number]>, 'data'> & { data: Record<string, unknown> }
 
 export interface AuditFilter {
   /** Only these types; empty: every type. */
@@ -24,23 +16,6 @@ export interface AuditFilter {
   from: Date | null
   /** occurred_at < to. */
   to: Date | null
-}
-
-const COLUMNS = ['event_id', 'organization_id', 'occurred_at', 'actor_type', 'actor_id', 'type', 'target_type', 'target_id', 'data', 'request_id'] as const
-
-function toRow(row: Record<string, unknown>): AuditEventRow {
-  return {
-    event_id: Number(row.event_id),
-    organization_id: row.organization_id as string,
-    occurred_at: new Date(row.occurred_at as Date),
-    actor_type: row.actor_type as ActorType,
-    actor_id: (row.actor_id as string | null) ?? null,
-    type: row.type as string,
-    target_type: row.target_type as string,
-    target_id: (row.target_id as string | null) ?? null,
-    data: (typeof row.data === 'string' ? JSON.parse(row.data) : row.data) as Record<string, unknown>,
-    request_id: (row.request_id as string | null) ?? null,
-  }
 }
 
 function filtered(db: Kysely<Database>, organizationId: string, filter: AuditFilter) {
@@ -55,8 +30,7 @@ function filtered(db: Kysely<Database>, organizationId: string, filter: AuditFil
 export async function listAuditEvents(db: Kysely<Database>, organizationId: string, filter: AuditFilter, page: { before: number | null; limit: number }): Promise<AuditEventRow[]> {
   let query = filtered(db, organizationId, filter)
   if (page.before !== null) query = query.where('event_id', '<', page.before)
-  const rows = await query.orderBy('event_id', 'desc').limit(page.limit).execute()
-  return rows.map((row) => toRow(row as Record<string, unknown>))
+  return (await query.orderBy('event_id', 'desc').limit(page.limit).execute()) as AuditEventRow[]
 }
 
 /**
@@ -75,14 +49,13 @@ export async function* streamAuditEvents(
   const pageSize = options.pageSize ?? 1000
   let after = 0
   for (;;) {
-    const rows = await filtered(db, organizationId, filter)
+    const page = (await filtered(db, organizationId, filter)
       .where('event_id', '>', after)
       .where('xid', '<', options.belowXid)
       .orderBy('event_id', 'asc')
       .limit(pageSize)
-      .execute()
-    if (rows.length === 0) return
-    const page = rows.map((row) => toRow(row as Record<string, unknown>))
+      .execute()) as AuditEventRow[]
+    if (page.length === 0) return
     yield page
     if (page.length < pageSize) return
     after = page[page.length - 1]!.event_id

@@ -1,9 +1,9 @@
 // Writing audit events. Call `recordEvent` with the transaction that makes the change, so the
 // event commits or rolls back with it. Reading, sealing and export live in their own modules.
-import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
+import { CompiledQuery, type Insertable, type Kysely, type Transaction } from 'kysely'
 import { OPERATOR, SYSTEM, withoutSecrets, type Actor, type AuditEventType } from '../domain/audit.ts'
 import { preparedText } from '../database/prepared.ts'
-import type { Database } from '../database/schema.ts'
+import type { AuditEventTable, Database } from '../database/schema.ts'
 
 export interface AuditEventInput {
   readonly organizationId: string
@@ -28,7 +28,7 @@ function eventRow(event: AuditEventInput) {
     target_id: event.target.id,
     data: JSON.stringify(withoutSecrets(event.data ?? {})),
     request_id: event.requestId ?? null,
-  }
+  } satisfies Insertable<AuditEventTable>
 }
 
 /** Appends events inside `trx` (a transaction, or the database for a single-statement change). */

@@ -2,33 +2,21 @@
 // shown once and kept only as SHA-256, to pass on out of band; the invitee accepts with it.
 // Nothing here looks at whether the email has an account until the invitee accepts, so an
 // invitation tells the inviter nothing about other organizations. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import type { Kysely, Selectable } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
-import type { Database, Role } from '../database/schema.ts'
+import type { Database, InvitationTable, Role } from '../database/schema.ts'
 import { generateSecret, hashSecret } from '../auth/secrets.ts'
 import { normalizeEmail } from '../domain/email.ts'
 import { createUserUnlessExists, type Member } from './users.ts'
 
+const COLUMNS = ['id', 'organization_id', 'email', 'role', 'invited_by', 'created_at', 'expires_at'] as const
+
 /** What an inviter sees: only what they typed, and the invitation's own dates. */
-export interface Invitation {
-  id: string
-  organization_id: string
-  email: string
-  role: Role
-  invited_by: string
-  created_at: Date
-  expires_at: Date
-}
+export type Invitation = Pick<Selectable<InvitationTable>, (typeof COLUMNS)[number]>
 
 /** Wrong passwords one invitation tolerates before it is revoked (bounds guessing through it). */
 const MAX_ACCEPT_FAILURES = 5
-
-const COLUMNS = ['id', 'organization_id', 'email', 'role', 'invited_by', 'created_at', 'expires_at'] as const
-
-function toInvitation(row: { id: string; organization_id: string; email: string; role: Role; invited_by: string; created_at: Date | string; expires_at: Date | string }): Invitation {
-  return { ...row, created_at: new Date(row.created_at), expires_at: new Date(row.expires_at) }
-}
 
 export type InviteOutcome = { outcome: 'created'; invitation: Invitation; secret: string } | { outcome: 'member' } | { outcome: 'pending' }
 
@@ -77,7 +65,7 @@ export async function createInvitation(
     if (open) return { outcome: 'pending' }
     assertBelowCap(await countSeats(trx, input.organizationId, now), cap)
     const secret = generateSecret('inv')
-    const row = await trx
+    const invitation = await trx
       .insertInto('invitations')
       .values({
         id: crypto.randomUUID(),
@@ -92,7 +80,6 @@ export async function createInvitation(
       })
       .returning(COLUMNS)
       .executeTakeFirstOrThrow()
-    const invitation = toInvitation(row)
     await recordEvent(
       trx,
       eventBy(by, input.organizationId, 'invitation.created', { type: 'invitation', id: invitation.id }, { invitation_id: invitation.id, email: invitation.email, role: invitation.role, expires_at: invitation.expires_at.toISOString() }, now),
@@ -121,7 +108,7 @@ async function countSeats(db: Kysely<Database>, organizationId: string, now: Dat
 
 /** Open invitations of the organization, oldest first. */
 export async function listOpenInvitations(db: Kysely<Database>, organizationId: string, now: Date, limit = 1000): Promise<Invitation[]> {
-  const rows = await db
+  return db
     .selectFrom('invitations')
     .select(COLUMNS)
     .where('organization_id', '=', organizationId)
@@ -132,7 +119,6 @@ export async function listOpenInvitations(db: Kysely<Database>, organizationId: 
     .orderBy('id')
     .limit(limit)
     .execute()
-  return rows.map(toInvitation)
 }
 
 export async function findOpenInvitation(db: Kysely<Database>, organizationId: string, id: string, now: Date): Promise<Invitation | null> {
@@ -145,7 +131,7 @@ export async function findOpenInvitation(db: Kysely<Database>, organizationId: s
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', now)
     .executeTakeFirst()
-  return row ? toInvitation(row) : null
+  return row ?? null
 }
 
 /** Revokes an open invitation; false when it was not open (already used, revoked or missing). */
@@ -184,7 +170,7 @@ export async function findInvitationBySecret(db: Kysely<Database>, secretHash: s
     .executeTakeFirst()
   if (!row) return null
   const { user_id: userId, password_hash: passwordHash, ...invitation } = row
-  return { ...toInvitation(invitation), account: userId && passwordHash ? { id: userId, password_hash: passwordHash } : null }
+  return { ...invitation, account: userId && passwordHash ? { id: userId, password_hash: passwordHash } : null }
 }
 
 /** Counts a wrong password against the invitation; the MAX_ACCEPT_FAILURES-th revokes it. */
@@ -261,7 +247,7 @@ export async function acceptInvitation(
         .where('m.organization_id', '=', invitation.organization_id)
         .where('m.user_id', '=', userId)
         .executeTakeFirstOrThrow()
-      return { outcome: 'accepted', member: { ...member, created_at: new Date(member.created_at) } }
+      return { outcome: 'accepted', member }
     })
     .catch((error: unknown) => {
       if (error instanceof AcceptRace) return { outcome: 'invalid' } as const

@@ -1,11 +1,11 @@
 // Organization-owned API keys. The secret is shown once, at creation; only its SHA-256 and a
 // display prefix are kept. Knows nothing of HTTP.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type Selectable } from 'kysely'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { lowerRole, type Role } from '../domain/roles.ts'
 import { ROLE_SCOPES } from '../domain/scopes.ts'
 import { eventBy, executeWithEvents, recordEvent, type AuditBy, type AuditEventInput } from './audit.ts'
-import type { Database } from '../database/schema.ts'
+import type { ApiKeyTable, Database } from '../database/schema.ts'
 import { displayPrefix, generateSecret, hashSecret } from '../auth/secrets.ts'
 
 export interface NewApiKey {
@@ -21,19 +21,11 @@ export interface NewApiKey {
   agentId?: string | null
 }
 
-/** A key that currently authenticates. */
-export interface ActiveKey {
-  id: string
-  organization_id: string
-  /** The effective role: the key's own, lowered to its creator's current role (see lowerRole). */
-  role: Role
-  secret_hash: string
-  expires_at: Date | null
-  /** The user whose current role caps the key; null for an operator's key. */
-  created_by_user_id: string | null
-  /** The agent the key is bound to, or null for an organization key. */
-  agent_id: string | null
-}
+/**
+ * A key that currently authenticates. Its role is the effective one: the key's own, lowered to its
+ * creator's current role (see lowerRole).
+ */
+export type ActiveKey = Pick<Selectable<ApiKeyTable>, 'id' | 'organization_id' | 'role' | 'secret_hash' | 'expires_at' | 'created_by_user_id' | 'agent_id'>
 
 const COLUMNS = [
   'id',
@@ -51,26 +43,7 @@ const COLUMNS = [
 ] as const
 
 /** A key as stored, without its hash: what listings and lookups return. */
-export interface ApiKeyRow {
-  id: string
-  organization_id: string
-  name: string
-  role: Role
-  display_prefix: string
-  created_by_user_id: string | null
-  created_by_key_id: string | null
-  created_at: Date
-  expires_at: Date | null
-  revoked_at: Date | null
-  last_used_at: Date | null
-  replaced_by: string | null
-}
-
-/** The row with its instants as Dates (drivers differ on timestamptz). */
-function toRow(row: ApiKeyRow): ApiKeyRow {
-  const at = (value: Date | null) => (value === null ? null : new Date(value))
-  return { ...row, created_at: new Date(row.created_at), expires_at: at(row.expires_at), revoked_at: at(row.revoked_at), last_used_at: at(row.last_used_at) }
-}
+export type ApiKeyRow = Pick<Selectable<ApiKeyTable>, (typeof COLUMNS)[number]>
 
 async function insertApiKey(
   db: Kysely<Database>,
@@ -114,7 +87,7 @@ async function insertApiKey(
     replaced_by: null,
   }
   const rows = await executeWithEvents(db, query.compile(), event ? [event(expected)] : [])
-  return { key: toRow(rows[0] as ApiKeyRow), secret }
+  return { key: rows[0]!, secret }
 }
 
 /** What a key event says about a key: never its secret or hash. */
@@ -164,7 +137,7 @@ export async function createApiKey(
 }
 
 export async function listApiKeys(db: Kysely<Database>, organizationId: string, limit = 1000): Promise<ApiKeyRow[]> {
-  const rows = await db
+  return db
     .selectFrom('api_keys')
     .select(COLUMNS)
     .where('organization_id', '=', organizationId)
@@ -172,7 +145,6 @@ export async function listApiKeys(db: Kysely<Database>, organizationId: string, 
     .orderBy('id')
     .limit(limit)
     .execute()
-  return rows.map((row) => toRow(row as ApiKeyRow))
 }
 
 /** The key, only when it belongs to this organization. */
@@ -183,13 +155,13 @@ export async function findApiKey(db: Kysely<Database>, organizationId: string, k
     .where('organization_id', '=', organizationId)
     .where('id', '=', keyId)
     .executeTakeFirst()
-  return row ? toRow(row as ApiKeyRow) : null
+  return row ?? null
 }
 
 /** Finds the key by any id, whatever its organization (operator commands only). */
 export async function findApiKeyById(db: Kysely<Database>, keyId: string): Promise<ApiKeyRow | null> {
   const row = await db.selectFrom('api_keys').select(COLUMNS).where('id', '=', keyId).executeTakeFirst()
-  return row ? toRow(row as ApiKeyRow) : null
+  return row ?? null
 }
 
 /**
@@ -213,7 +185,7 @@ export async function findActiveKeyByHash(db: Kysely<Database>, secretHash: stri
     organization_id: row.organization_id,
     role: lowerRole(row.role, row.creator_role),
     secret_hash: row.secret_hash,
-    expires_at: row.expires_at ? new Date(row.expires_at) : null,
+    expires_at: row.expires_at,
     created_by_user_id: row.created_by_user_id,
     agent_id: row.agent_id,
   }
@@ -294,7 +266,7 @@ export async function rotateApiKey(
         role: old.role,
         createdByUserId: creator.userId,
         createdByKeyId: creator.keyId,
-        expiresAt: old.expires_at ? new Date(old.expires_at) : null,
+        expiresAt: old.expires_at,
         // A key bound to an agent stays bound to it.
         agentId: old.agent_id,
       },
@@ -302,7 +274,7 @@ export async function rotateApiKey(
       now,
     )
     await trx.updateTable('api_keys').set({ issuer_key_id: created.key.id }).where('issuer_key_id', '=', old.id).execute()
-    const oldExpiry = old.expires_at ? new Date(old.expires_at) : null
+    const oldExpiry = old.expires_at
     const until = oldKeyUntil && (!oldExpiry || oldKeyUntil < oldExpiry) ? oldKeyUntil : oldExpiry
     await trx
       .updateTable('api_keys')

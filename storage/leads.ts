@@ -1,17 +1,13 @@
 // Leads: demo requests and newsletter subscriptions. Knows nothing of HTTP.
-import { sql, type Kysely, type RawBuilder } from 'kysely'
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
-import type { Database, DemoRequestTable } from '../database/schema.ts'
+import type { Database, DemoRequestTable, NewsletterSubscriptionTable } from '../database/schema.ts'
 
 /** A demo request as the route hands it over; the server adds the normalized email and time. */
 export type NewDemoRequest = Omit<DemoRequestTable, 'id' | 'email_normalized' | 'received_at'>
 
-export interface NewSubscription {
-  email: string
-  source: string | null
-  analytics_distinct_id: string | null
-  via: string
-}
+/** A subscription as the route hands it over; the server adds the normalized email and time. */
+export type NewSubscription = Pick<NewsletterSubscriptionTable, 'email' | 'source' | 'analytics_distinct_id' | 'via'>
 
 /**
  * Stores the demo request unless its email is already on the list. One atomic statement (a
@@ -122,7 +118,7 @@ async function demoPage(db: Kysely<Database>, after: number, pageSize: number): 
     source: row.source,
     analytics_distinct_id: row.analytics_distinct_id,
     via: null,
-    received_at: new Date(row.received_at).toISOString(),
+    received_at: row.received_at.toISOString(),
   }))
 }
 
@@ -146,7 +142,7 @@ async function newsletterPage(db: Kysely<Database>, after: number, pageSize: num
     source: row.source,
     analytics_distinct_id: row.analytics_distinct_id,
     via: row.via,
-    received_at: new Date(row.received_at).toISOString(),
+    received_at: row.received_at.toISOString(),
   }))
 }
 
@@ -196,23 +192,27 @@ export async function listLeadPage(
           .orderBy('id', 'desc')
           .limit(options.limit + 1)
           .execute()
-  const page = rows.slice(0, options.limit).map((row) => leadOf(list, row as Record<string, unknown>))
+  const page = rows.slice(0, options.limit).map((row) => leadOf(list, row))
   return { leads: page, nextBefore: rows.length > options.limit ? page[page.length - 1]!.id : null }
 }
 
-function leadOf(list: LeadList, r: Record<string, unknown>): ExportedLead {
+/** A row of either list: the columns of the other list are absent. */
+type LeadRow = Selectable<NewsletterSubscriptionTable> | Selectable<DemoRequestTable>
+
+function leadOf(list: LeadList, row: LeadRow): ExportedLead {
+  const r: Partial<Selectable<DemoRequestTable> & Selectable<NewsletterSubscriptionTable>> = row
   return {
     list,
-    id: Number(r.id),
-    email: r.email as string,
-    first_name: (r.first_name as string | undefined) ?? null,
-    last_name: (r.last_name as string | undefined) ?? null,
-    company: (r.company as string | undefined) ?? null,
-    linkedin: (r.linkedin as string | undefined) ?? null,
-    phone: (r.phone as string | undefined) ?? null,
-    source: (r.source as string | null) ?? null,
-    analytics_distinct_id: (r.analytics_distinct_id as string | null) ?? null,
-    via: (r.via as string | undefined) ?? null,
-    received_at: new Date(r.received_at as Date).toISOString(),
+    id: Number(row.id),
+    email: row.email,
+    first_name: r.first_name ?? null,
+    last_name: r.last_name ?? null,
+    company: r.company ?? null,
+    linkedin: r.linkedin ?? null,
+    phone: r.phone ?? null,
+    source: row.source,
+    analytics_distinct_id: row.analytics_distinct_id,
+    via: r.via ?? null,
+    received_at: row.received_at.toISOString(),
   }
 }

@@ -1,51 +1,21 @@
 // An organization's settings: its name and how decisions are made where no policy decides.
 // Every change bumps the ruleset revision in the same transaction, so no process keeps deciding
 // with settings older than the last committed change. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
+import type { Kysely, Selectable, Updateable } from 'kysely'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
-import type { Database, DefaultDecision } from '../database/schema.ts'
+import type { Database, OrganizationTable } from '../database/schema.ts'
 
-export type UnknownAgents = 'deny' | 'evaluate'
+/** The organization's row; updated_at is null until the settings are first changed. */
+export type OrganizationSettings = Selectable<OrganizationTable>
 
-export interface OrganizationSettings {
-  id: string
-  name: string
-  default_decision: DefaultDecision
-  unknown_agents: UnknownAgents
-  decision_retention_days: number
-  audit_retention_days: number
-  ruleset_revision: number
-  created_at: Date
-  /** Null until the settings are first changed. */
-  updated_at: Date | null
-}
+export type UnknownAgents = OrganizationSettings['unknown_agents']
 
-export interface SettingsChanges {
-  name?: string
-  default_decision?: DefaultDecision
-  unknown_agents?: UnknownAgents
-  decision_retention_days?: number
-  audit_retention_days?: number
-}
-
-function toSettings(row: Record<string, unknown>): OrganizationSettings {
-  return {
-    id: row.id as string,
-    name: row.name as string,
-    default_decision: row.default_decision as DefaultDecision,
-    unknown_agents: row.unknown_agents as UnknownAgents,
-    decision_retention_days: Number(row.decision_retention_days),
-    audit_retention_days: Number(row.audit_retention_days),
-    ruleset_revision: Number(row.ruleset_revision),
-    created_at: new Date(row.created_at as Date),
-    updated_at: row.updated_at ? new Date(row.updated_at as Date) : null,
-  }
-}
+export type SettingsChanges = Pick<Updateable<OrganizationTable>, 'name' | 'default_decision' | 'unknown_agents' | 'decision_retention_days' | 'audit_retention_days'>
 
 export async function findOrganizationSettings(db: Kysely<Database>, organizationId: string): Promise<OrganizationSettings | null> {
   const row = await db.selectFrom('organizations').selectAll().where('id', '=', organizationId).executeTakeFirst()
-  return row ? toSettings(row) : null
+  return row ?? null
 }
 
 /** Applies the changes and bumps the ruleset revision, in one transaction; null when there is no such organization. */
@@ -56,6 +26,6 @@ export async function updateOrganizationSettings(db: Kysely<Database>, organizat
     await bumpRulesetRevision(trx, organizationId)
     const row = await trx.selectFrom('organizations').selectAll().where('id', '=', organizationId).executeTakeFirstOrThrow()
     await recordEvent(trx, eventBy(by, organizationId, 'settings.changed', { type: 'organization', id: organizationId }, { changed: Object.keys(changes), changes }, now))
-    return toSettings(row)
+    return row
   })
 }

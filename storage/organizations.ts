@@ -1,12 +1,8 @@
 // Organizations: the tenant every product row belongs to. Knows nothing of HTTP.
-import type { Kysely } from 'kysely'
-import type { Database } from '../database/schema.ts'
+import type { Kysely, Selectable } from 'kysely'
+import type { Database, OrganizationTable } from '../database/schema.ts'
 
-export interface Organization {
-  id: string
-  name: string
-  created_at: Date
-}
+export type Organization = Pick<Selectable<OrganizationTable>, 'id' | 'name' | 'created_at'>
 
 export async function createOrganization(db: Kysely<Database>, name: string, now: Date): Promise<Organization> {
   const org = { id: crypto.randomUUID(), name, created_at: now }

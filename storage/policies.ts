@@ -2,15 +2,18 @@
 // Every query is scoped by the organization, so one tenant can never read or change another's
 // rows. Every write (create, change, archive, rollback) happens in one transaction that also
 // records the new version and bumps the organization's ruleset revision. Knows nothing of HTTP.
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
 import { eventBy, executeWithEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
-import type { Database } from '../database/schema.ts'
+import type { Database, PolicyTable, PolicyVersionTable } from '../database/schema.ts'
 
-export type Effect = 'allow' | 'deny' | 'require_approval'
-export type Mode = 'enforce' | 'monitor'
+type PolicyRow = Selectable<PolicyTable>
+type VersionRow = Selectable<PolicyVersionTable>
+
+export type Effect = PolicyRow['effect']
+export type Mode = PolicyRow['mode']
 
 /** The approval block of a require_approval policy, every field filled in. */
 export interface Approval {
@@ -20,40 +23,25 @@ export interface Approval {
   use_within_seconds: number
 }
 
-/** What a client may set on a policy (the approval already normalized: null unless require_approval). */
-export interface PolicyFields {
-  name: string
-  description: string
-  effect: Effect
+const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
+type FieldName = (typeof FIELD_NAMES)[number]
+
+/**
+ * What a client may set on a policy (the approval already normalized: null unless
+ * require_approval), its JSON columns typed as columnsOf writes them.
+ */
+export type PolicyFields = Omit<Pick<PolicyRow, FieldName>, 'agents' | 'actions' | 'resources' | 'approval'> & {
   agents: string[]
   actions: string[]
   resources: string[]
-  condition: string | null
   approval: Approval | null
-  mode: Mode
-  enabled: boolean
 }
 
-/** A stored policy: the client's fields and those the server owns. */
-export interface Policy extends PolicyFields {
-  policy_id: string
-  organization_id: string
-  version: number
-  archived_at: Date | null
-  created_at: Date
-  updated_at: Date
-  created_by: string
-}
+/** A stored policy: the client's fields and those the server owns (not the legacy conditions). */
+export type Policy = PolicyFields & Pick<PolicyRow, 'policy_id' | 'organization_id' | 'version' | 'archived_at' | 'created_at' | 'updated_at' | 'created_by'>
 
 /** One immutable version: the policy's content as one write left it, and who wrote it when. */
-export interface PolicyVersion extends PolicyFields {
-  policy_id: string
-  organization_id: string
-  version: number
-  archived: boolean
-  created_at: Date
-  created_by: string
-}
+export type PolicyVersion = PolicyFields & Pick<VersionRow, 'policy_id' | 'organization_id' | 'version' | 'archived' | 'created_at' | 'created_by'>
 
 /** A committed write: the policy as it now stands and the organization's new ruleset revision. */
 export interface PolicyWrite {
@@ -69,48 +57,48 @@ export interface PolicyCursor {
 
 type Db = Kysely<Database> | Transaction<Database>
 
-function fieldsOf(row: Record<string, unknown>): PolicyFields {
+function fieldsOf(row: Pick<VersionRow, FieldName>): PolicyFields {
   return {
-    name: row.name as string,
-    description: row.description as string,
-    effect: row.effect as Effect,
+    name: row.name,
+    description: row.description,
+    effect: row.effect,
     agents: row.agents as string[],
     actions: row.actions as string[],
     resources: row.resources as string[],
-    condition: (row.condition as string | null) ?? null,
-    approval: (row.approval as Approval | null) ?? null,
-    mode: row.mode as Mode,
-    enabled: row.enabled as boolean,
+    condition: row.condition,
+    approval: row.approval as Approval | null,
+    mode: row.mode,
+    enabled: row.enabled,
   }
 }
 
-function toPolicy(row: Record<string, unknown>): Policy {
+function toPolicy(row: PolicyRow): Policy {
   return {
-    policy_id: row.policy_id as string,
-    organization_id: row.organization_id as string,
+    policy_id: row.policy_id,
+    organization_id: row.organization_id,
     ...fieldsOf(row),
-    version: Number(row.version),
-    archived_at: row.archived_at ? new Date(row.archived_at as Date) : null,
-    created_at: new Date(row.created_at as Date),
-    updated_at: new Date(row.updated_at as Date),
-    created_by: row.created_by as string,
+    version: row.version,
+    archived_at: row.archived_at,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    created_by: row.created_by,
   }
 }
 
-function toVersion(row: Record<string, unknown>): PolicyVersion {
+function toVersion(row: VersionRow): PolicyVersion {
   return {
-    policy_id: row.policy_id as string,
-    organization_id: row.organization_id as string,
+    policy_id: row.policy_id,
+    organization_id: row.organization_id,
     ...fieldsOf(row),
-    version: Number(row.version),
-    archived: row.archived as boolean,
-    created_at: new Date(row.created_at as Date),
-    created_by: row.created_by as string,
+    version: row.version,
+    archived: row.archived,
+    created_at: row.created_at,
+    created_by: row.created_by,
   }
 }
 
 // jsonb parameters travel as JSON text: pg would otherwise send a JS array as a PostgreSQL array.
-function columnsOf(fields: PolicyFields): Record<string, unknown> {
+function columnsOf(fields: PolicyFields): Pick<Insertable<PolicyTable>, FieldName> {
   return {
     name: fields.name,
     description: fields.description,
@@ -133,19 +121,17 @@ async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: 
   const query = trx
     .insertInto('policy_versions')
     .values({
-      ...(columnsOf(policy) as Record<string, never>),
+      ...columnsOf(policy),
       policy_id: policy.policy_id,
       organization_id: policy.organization_id,
       version: policy.version,
       archived: policy.archived_at !== null,
       created_at: now,
       created_by: actor,
-    } as never)
+    })
     .returning('version')
   await executeWithEvents(trx, query.compile(), [event])
 }
-
-const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
 
 /** The policy's audit event: what it now is, and (for a change) which fields differ from before. */
 function policyEvent(by: AuditBy, type: AuditEventType, policy: Policy, before: Policy | null, extra: Record<string, unknown>, now: Date): AuditEventInput {
@@ -184,14 +170,14 @@ export async function createPolicy(
     const row = await trx
       .insertInto('policies')
       .values({
-        ...(columnsOf(fields) as Record<string, never>),
+        ...columnsOf(fields),
         policy_id: crypto.randomUUID(),
         organization_id: organizationId,
         version: 1,
         created_at: now,
         updated_at: now,
         created_by: createdBy,
-      } as never)
+      })
       .returningAll()
       .executeTakeFirstOrThrow()
     const policy = toPolicy(row)
@@ -211,7 +197,7 @@ export async function listPolicies(
     ? sql` and ("created_at" > ${after.createdAt} or ("created_at" = ${after.createdAt} and "policy_id" > ${after.policyId}))`
     : sql``
   const archived = page.archived ? sql` and "archived_at" is not null` : sql` and "archived_at" is null`
-  const { rows } = await sql<Record<string, unknown>>`select * from "policies" where "organization_id" = ${organizationId}${archived}${afterCursor} order by "created_at", "policy_id" limit ${page.limit}`.execute(db)
+  const { rows } = await sql<PolicyRow>`select * from "policies" where "organization_id" = ${organizationId}${archived}${afterCursor} order by "created_at", "policy_id" limit ${page.limit}`.execute(db)
   return rows.map(toPolicy)
 }
 
@@ -258,7 +244,7 @@ async function writeNextVersion(
 ): Promise<PolicyWrite> {
   const row = await trx
     .updateTable('policies')
-    .set({ ...(columnsOf(fields) as Record<string, never>), archived_at: archivedAt, updated_at: now, version: current.version + 1 })
+    .set({ ...columnsOf(fields), archived_at: archivedAt, updated_at: now, version: current.version + 1 })
     .where('organization_id', '=', current.organization_id)
     .where('policy_id', '=', current.policy_id)
     .returningAll()
@@ -327,7 +313,7 @@ export async function rollbackPolicy(
     if (!target) return 'no-version'
     if (current.archived_at !== null && !target.archived) await assertRoomFor(trx, organizationId, cap)
     const archivedAt = target.archived ? (current.archived_at ?? now) : null
-    return writeNextVersion(trx, current, fieldsOf(target as unknown as Record<string, unknown>), archivedAt, actor, now, {
+    return writeNextVersion(trx, current, fieldsOf(target), archivedAt, actor, now, {
       by,
       type: 'policy.rolled_back',
       extra: { from_version: current.version, to_content_of_version: version, archived: archivedAt !== null },

@@ -11,9 +11,9 @@
 // has used half its limit anywhere (hot keys are pushed to all processes), so a client switching
 // to a fresh process past half its quota is refused at once.
 // With the default 250 ms interval and a client spread over two processes, that is a few requests.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type Selectable } from 'kysely'
 import type { Logger } from '../log.ts'
-import type { Database } from '../database/schema.ts'
+import type { Database, RateLimitCounterTable } from '../database/schema.ts'
 
 /**
  * The sharing contract between a process-local limiter (services/ratelimit.ts) and this store.
@@ -78,7 +78,7 @@ export function createRateLimitStore(
     for (let i = 0; i < pending.length; i += BATCH) {
       const batch = pending.slice(i, i + BATCH)
       try {
-        const { rows } = await sql<{ key: string; window_start: number; count: number }>`
+        const { rows } = await sql<Pick<Selectable<RateLimitCounterTable>, 'key' | 'window_start' | 'count'>>`
           insert into rate_limit_counters (limiter, key, window_start, count, expires_at)
           select ${counters.name}, k, s, c, s + ${counters.windowMs}::bigint
           from unnest(${batch.map((p) => p.key)}::text[], ${batch.map((p) => p.start)}::bigint[], ${batch.map((p) => p.delta)}::int[]) as t(k, s, c)

@@ -189,8 +189,8 @@ export async function findPrincipalByAccessHash(db: Kysely<Database>, tokenHash:
     .where((eb) => eb.or([eb('f.user_id', 'is', null), eb('m.role', 'is not', null)]))
     .executeTakeFirst()
   if (!row) return null
-  const tokenExpiry = new Date(row.expires_at).getTime()
-  const keyExpiry = row.key_expires_at ? new Date(row.key_expires_at).getTime() : Infinity
+  const tokenExpiry = row.expires_at.getTime()
+  const keyExpiry = row.key_expires_at ? row.key_expires_at.getTime() : Infinity
   return {
     family_id: row.family_id,
     organization_id: row.organization_id,
@@ -241,8 +241,8 @@ export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string
         .where('token_hash', '=', tokenHash)
         .executeTakeFirst()
       if (!known?.spent_at) return { outcome: 'invalid' }
-      const sinceSpent = now.getTime() - new Date(known.spent_at).getTime()
-      const live = new Date(known.expires_at) > now
+      const sinceSpent = now.getTime() - known.spent_at.getTime()
+      const live = known.expires_at > now
       if (!live || sinceSpent >= lifetimes.retryGraceSeconds * 1000) {
         await revokeFamily(trx, known.family_id, now)
         return { outcome: 'reused', familyId: known.family_id }
@@ -256,11 +256,11 @@ export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string
       .select(['f.id', 'f.organization_id', 'f.user_id', 'f.api_key_id', 'f.role', 'f.revoked_at', 'k.revoked_at as key_revoked_at', 'k.expires_at as key_expires_at', 'm.role as member_role'])
       .where('f.id', '=', spent.family_id)
       .executeTakeFirstOrThrow()
-    const keyDead = family.api_key_id !== null && (family.key_revoked_at !== null || (family.key_expires_at !== null && new Date(family.key_expires_at) <= now))
+    const keyDead = family.api_key_id !== null && (family.key_revoked_at !== null || (family.key_expires_at !== null && family.key_expires_at <= now))
     const memberGone = family.user_id !== null && family.member_role === null
     if (family.revoked_at !== null || keyDead || memberGone) return { outcome: 'invalid' }
     // The family keeps its absolute end: rotation never extends a session past the first expiry.
-    const remaining = Math.floor((new Date(spent.expires_at).getTime() - now.getTime()) / 1000)
+    const remaining = Math.floor((spent.expires_at.getTime() - now.getTime()) / 1000)
     const tokens = await issuePair(trx, family.id, { accessSeconds: lifetimes.accessSeconds, refreshSeconds: Math.max(1, Math.min(remaining, lifetimes.refreshSeconds)) }, now)
     return {
       outcome: 'rotated',

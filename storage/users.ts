@@ -1,19 +1,12 @@
 // Users and their memberships (user, organization, role). Knows nothing of HTTP.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type Selectable } from 'kysely'
 import { normalizeEmail } from '../domain/email.ts'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
-import type { Database, Role } from '../database/schema.ts'
+import type { Database, MembershipTable, Role, UserTable } from '../database/schema.ts'
 
-export interface User {
-  id: string
-  email: string
-  password_hash: string
-}
+export type User = Pick<Selectable<UserTable>, 'id' | 'email' | 'password_hash'>
 
-export interface Membership {
-  organization_id: string
-  role: Role
-}
+export type Membership = Pick<Selectable<MembershipTable>, 'organization_id' | 'role'>
 
 /** Creates the user, or returns the existing one with that email (its password unchanged). */
 export async function createUserUnlessExists(
@@ -73,15 +66,11 @@ export async function listMembershipsOfUser(db: Kysely<Database>, userId: string
     .execute()
 }
 
-export interface Member {
-  user_id: string
-  email: string
-  role: Role
-  created_at: Date
-}
+/** A membership with the member's email. */
+export type Member = Pick<Selectable<MembershipTable>, 'user_id' | 'role' | 'created_at'> & Pick<Selectable<UserTable>, 'email'>
 
 export async function listMembers(db: Kysely<Database>, organizationId: string): Promise<Member[]> {
-  const rows = await db
+  return db
     .selectFrom('memberships as m')
     .innerJoin('users as u', 'u.id', 'm.user_id')
     .select(['m.user_id', 'u.email', 'm.role', 'm.created_at'])
@@ -90,7 +79,6 @@ export async function listMembers(db: Kysely<Database>, organizationId: string):
     .orderBy('m.user_id')
     .limit(1000)
     .execute()
-  return rows.map((row) => ({ ...row, created_at: new Date(row.created_at) }))
 }
 
 export async function findMember(db: Kysely<Database>, organizationId: string, userId: string): Promise<Member | null> {
@@ -101,7 +89,7 @@ export async function findMember(db: Kysely<Database>, organizationId: string, u
     .where('m.organization_id', '=', organizationId)
     .where('m.user_id', '=', userId)
     .executeTakeFirst()
-  return row ? { ...row, created_at: new Date(row.created_at) } : null
+  return row ?? null
 }
 
 /**
