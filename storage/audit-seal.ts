@@ -333,7 +333,7 @@ export async function latestSeal(db: Db, organizationId: string): Promise<Latest
     .orderBy('seal_id', 'desc')
     .limit(1)
     .executeTakeFirst()
-  return row ? { seal_id: Number(row.seal_id), sha256: row.sha256, sealed_at: new Date(row.sealed_at) } : null
+  return row ? { seal_id: Number(row.seal_id), sha256: row.sha256, sealed_at: row.sealed_at } : null
 }
 
 /** Up to `limit` of the organization's seals from seal_id `fromId` on, in order. */
@@ -357,7 +357,7 @@ export async function sealsFrom(db: Db, organizationId: string, fromId: number, 
     decisions_sha256: row.decisions_sha256,
     prev_sha256: row.prev_sha256,
     sha256: row.sha256,
-    sealed_at: new Date(row.sealed_at),
+    sealed_at: row.sealed_at,
   }))
 }
 

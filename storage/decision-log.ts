@@ -27,7 +27,7 @@ export function toDecisionRecord(row: Record<string, unknown>): DecisionRecord {
     approval_id: (row.approval_id as string | null) ?? null,
     ruleset_revision: Number(row.ruleset_revision),
     requested_by: row.requested_by as string,
-    evaluated_at: new Date(row.evaluated_at as Date),
+    evaluated_at: row.evaluated_at as Date,
   }
 }
 

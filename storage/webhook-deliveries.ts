@@ -46,16 +46,10 @@ const DELIVERY_COLUMNS = [
 ] as const
 
 function toDelivery(row: Record<string, unknown>): DeliveryRow {
-  const at = (value: unknown) => (value === null || value === undefined ? null : new Date(value as Date))
   return {
     ...(row as unknown as DeliveryRow),
     seq: Number(row.seq),
     event_id: row.event_id === null ? null : Number(row.event_id),
-    occurred_at: new Date(row.occurred_at as Date),
-    created_at: new Date(row.created_at as Date),
-    next_attempt_at: at(row.next_attempt_at),
-    last_attempt_at: at(row.last_attempt_at),
-    delivered_at: at(row.delivered_at),
   }
 }
 
@@ -109,7 +103,7 @@ export async function claimEndpoints(db: Kysely<Database>, now: Date, leaseMs: n
       for update skip locked
     )
     returning webhook_id, organization_id, url, secret, failing_since`.execute(db)
-  return result.rows.map((row) => ({ ...row, failing_since: row.failing_since ? new Date(row.failing_since) : null }))
+  return result.rows
 }
 
 export interface QueuedDelivery {
@@ -130,7 +124,7 @@ export async function queuedDeliveries(db: Kysely<Database>, webhookId: string, 
     .orderBy('seq')
     .limit(limit)
     .execute()
-  return rows.map((row) => ({ ...row, next_attempt_at: new Date(row.next_attempt_at!) }))
+  return rows.map((row) => ({ ...row, next_attempt_at: row.next_attempt_at! }))
 }
 
 export interface DeliveredResult {

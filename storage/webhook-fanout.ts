@@ -184,7 +184,7 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
         kind: 'event',
         event_id: Number(event.event_id),
         organization_id: event.organization_id,
-        occurred_at: new Date(event.occurred_at),
+        occurred_at: event.occurred_at,
         actor_type: event.actor_type,
         actor_id: event.actor_id,
         type: event.type,
@@ -229,7 +229,7 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
         reasons: parsed(decision.reasons),
         args_sha256: decision.args_sha256,
         requested_by: String(decision.requested_by),
-        evaluated_at: new Date(decision.evaluated_at),
+        evaluated_at: decision.evaluated_at,
       }
       items.push({
         xid: Number(decision.xid),
@@ -269,7 +269,7 @@ async function approvalsOf(trx: Transaction<Database>, events: readonly { target
       resource: row.resource,
       args: parsed(row.args),
       context: parsed(row.context),
-      expires_at: row.expires_at === null || row.expires_at === undefined ? null : new Date(row.expires_at),
+      expires_at: row.expires_at ?? null,
       approvers_required: row.approvers_required,
       approver_roles: parsed(row.approver_roles),
     })

@@ -25,8 +25,6 @@ function toWebhook(row: Record<string, unknown>): WebhookRow {
   return {
     ...(row as unknown as WebhookRow),
     event_types: typeof types === 'string' ? (JSON.parse(types) as string[]) : (types as string[]),
-    created_at: new Date(row.created_at as Date),
-    disabled_at: row.disabled_at ? new Date(row.disabled_at as Date) : null,
   }
 }
 
