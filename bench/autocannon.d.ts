@@ -17,6 +17,8 @@ declare module 'autocannon' {
     }
     interface Result {
       requests: Histogram
+      /** Seconds it ran. */
+      duration: number
       latency: Histogram
       errors: number
       timeouts: number

@@ -2,13 +2,14 @@
 // processes start (bench/lib.ts), then POST /decisions is driven through one of them, then
 // through both at once (autocannon, keep-alive, CONNECTIONS per process), in alternating rounds.
 // Every decision starts from its agent's context (read once per process, checked by the insert),
-// evaluates and commits its row (group commit).
+// evaluates and commits its row (group commit); each asks about a new order (decision-world.ts).
 //
 //   node --import tsx bench/decisions-scale.ts            (BENCH_DATABASE_URL or TEST_DATABASE_URL,
 //                                                          else postgres://postgres@127.0.0.1:5432/test)
 // SECONDS (3) per measurement, ROUNDS (2), CONNECTIONS (10 per process).
 import os from 'node:os'
-import { createScratchDatabase, reachable, seedDecisionWorld, startServer, type ServerProcess } from './lib.ts'
+import { decisionBody, seedDecisionWorld } from './decision-world.ts'
+import { createScratchDatabase, reachable, startServer, type ServerProcess } from './lib.ts'
 import { maxThroughput, type RequestSpec } from './load.ts'
 
 const SECONDS = Number(process.env.SECONDS ?? 3)
@@ -26,7 +27,8 @@ try {
   servers.push(await startServer('node', env))
   const world = await seedDecisionWorld({ databaseUrl: scratch.url })
   servers.push(await startServer('node', env))
-  const spec: RequestSpec = { method: 'POST', path: '/decisions', headers: { authorization: `Bearer ${world.key}` }, body: world.body }
+  let sent = 0
+  const spec: RequestSpec = { method: 'POST', path: '/decisions', headers: { authorization: `Bearer ${world.key}` }, body: () => decisionBody(world.handle, sent++) }
   for (const server of servers) await maxThroughput(server.url, spec, 1, CONNECTIONS) // warm-up: JIT, key cache, compiled set
   const one: number[] = []
   const two: number[] = []

@@ -285,7 +285,6 @@ export async function createScratchDatabase(adminUrl: string, prefix = 'steward_
   }
 }
 
-/** Can we reach this PostgreSQL URL within a second or two? */
 /**
  * The PostgreSQL a benchmark uses: the first of BENCH_DATABASE_URL, TEST_DATABASE_URL and
  * postgres://postgres@127.0.0.1:5432/test that answers, or null when none does.
@@ -297,6 +296,7 @@ export async function findPostgres(): Promise<string | null> {
   return null
 }
 
+/** Can we reach this PostgreSQL URL within a second or two? */
 export async function reachable(url: string | undefined | null): Promise<boolean> {
   if (!url) return false
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 })
@@ -368,64 +368,6 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
       )
     }
     return { organizationId: org.id, key: secret, keyId }
-  } finally {
-    await handle.close()
-  }
-}
-
-export interface DecisionWorld {
-  readonly organizationId: string
-  /** A member key: holds decisions:check. */
-  readonly key: string
-  /** An active agent that 10 policies name; one of them allows its payments under a condition. */
-  readonly handle: string
-  /** A POST /decisions body that the policies allow (condition evaluated). */
-  readonly body: string
-}
-
-/**
- * One organization with a member key, an active agent and 10 policies, for POST /decisions: on
- * PostgreSQL (`databaseUrl`) or in a PGlite data directory that no server holds yet (`dataDir`).
- */
-export async function seedDecisionWorld(target: { databaseUrl: string } | { dataDir: string }): Promise<DecisionWorld> {
-  const { openDatabase } = await import('../database/connect.ts')
-  const { migrateToLatest } = await import('../database/migrate.ts')
-  const { silentLogger } = await import('../log.ts')
-  const { createOrganization } = await import('../storage/organizations.ts')
-  const { createApiKey } = await import('../storage/keys.ts')
-  const { createAgent } = await import('../storage/agents.ts')
-  const { createPolicy } = await import('../storage/policies.ts')
-  const handle = await openDatabase({ databaseUrl: 'databaseUrl' in target ? target.databaseUrl : null, dataDir: 'dataDir' in target ? target.dataDir : '', logger: silentLogger })
-  try {
-    await migrateToLatest(handle.db)
-    const now = new Date()
-    const org = await createOrganization(handle.db, `decisions bench ${randomBytes(3).toString('hex')}`, now)
-    const { secret } = await createApiKey(handle.db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, now, BY_OPERATOR)
-    await createAgent(handle.db, org.id, { handle: 'bench-bot', display_name: 'Bench bot', description: '', owner_user_id: null, labels: { team: 'support' }, status: 'active' }, now, { limit: 1000, what: 'agents', setting: 'MAX_AGENTS_PER_ORG' }, BY_OPERATOR)
-    for (let i = 0; i < 10; i++) {
-      const allow = i === 0
-      await createPolicy(
-        handle.db,
-        org.id,
-        {
-          name: `decision policy ${i}`,
-          description: 'benchmark policy',
-          effect: allow ? 'allow' : i % 2 ? 'deny' : 'require_approval',
-          agents: allow ? ['bench-bot'] : ['*'],
-          actions: allow ? ['payments.*'] : [`svc${i}.*`],
-          resources: ['*'],
-          condition: allow ? 'args.amount < 1000 && args.currency == "EUR"' : null,
-          approval: allow || i % 2 ? null : { approvers_required: 1, approver_roles: ['owner', 'admin', 'manager'], timeout_seconds: 900, use_within_seconds: 300 },
-          mode: 'enforce',
-          enabled: true,
-        },
-        'operator',
-        now,
-        BY_OPERATOR,
-      )
-    }
-    const body = JSON.stringify({ agent: 'bench-bot', action: 'payments.refund', resource: 'order/8812', args: { amount: 120, currency: 'EUR' }, context: { on_behalf_of: 'ada@example.com' } })
-    return { organizationId: org.id, key: secret, handle: 'bench-bot', body }
   } finally {
     await handle.close()
   }

@@ -1,15 +1,11 @@
 // Load generation for the benchmark, in the benchmark's own process (never the server's):
-// closed-loop maximum throughput through autocannon (keep-alive, no pipelining), an open-loop
-// fixed-rate latency probe with sub-millisecond timing (autocannon records whole milliseconds and
-// only 2xx latencies), and a bare pg loop for the database baselines.
-import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import os from 'node:os'
+// closed-loop maximum throughput through autocannon (keep-alive, no pipelining) with the server's
+// CPU time per request, and an open-loop fixed-rate latency probe with sub-millisecond timing
+// (autocannon records whole milliseconds and only 2xx latencies).
 import net from 'node:net'
 import { Worker } from 'node:worker_threads'
 import autocannon from 'autocannon'
-import type pg from 'pg'
-import { processTree, statFields } from './lib.ts'
+import { statFields } from './lib.ts'
 
 export interface RequestSpec {
   readonly method: 'GET' | 'POST'
@@ -32,6 +28,8 @@ export const PIPELINE_REFUSALS = {
 
 export interface Throughput {
   readonly rps: number
+  /** Requests answered in the window. */
+  readonly answered: number
   readonly statuses: Record<string, number>
   readonly errors: number
   /**
@@ -52,100 +50,6 @@ export function processCpuMicros(pid: number): number | null {
     return null
   }
 }
-/** Busy and total CPU time of the whole machine so far (Linux /proc/stat, in ticks; null elsewhere). */
-function machineTicks(): { busy: number; total: number } | null {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
-    const total = fields.reduce((a, b) => a + b, 0)
-    // idle and iowait are the 4th and 5th fields.
-    return { busy: total - fields[3]! - (fields[4] ?? 0), total }
-  } catch {
-    return null
-  }
-}
-
-/**
- * Waits until the machine's CPU use over a quarter second is below `busyBelow` (a share of all
- * cores), at most `maxMs`: what earlier measurements left running (a sealer catching up with the
- * decisions a throughput round wrote, a database's vacuum) then does not land in the next probe.
- * Returns how long it waited and the last share seen (null without /proc).
- */
-export async function waitForQuiet(busyBelow = 0.15, maxMs = 20_000): Promise<{ waitedMs: number; busy: number | null }> {
-  const started = performance.now()
-  let busy: number | null = null
-  for (;;) {
-    const before = machineTicks()
-    await new Promise((resolve) => setTimeout(resolve, 250))
-    const after = machineTicks()
-    if (!before || !after || after.total === before.total) return { waitedMs: performance.now() - started, busy: null }
-    busy = (after.busy - before.busy) / (after.total - before.total)
-    if (busy < busyBelow || performance.now() - started > maxMs) return { waitedMs: performance.now() - started, busy }
-  }
-}
-
-/**
- * Runs `work` with the given processes (and their children) stopped, SIGSTOP before and SIGCONT
- * after, even when `work` fails. A bench run keeps every server it compares up from start to end;
- * the Steward processes among them, idle, still run their background work (the audit sealer
- * every 500 ms, the rate-limit sync every 250 ms, the webhook pass every second, each a database
- * round trip or more). Those wake-ups take a core for a moment, and in a latency probe on two
- * cores a moment is the p99: in one A/B (bench/RESULTS.md) five idle Steward processes beside
- * the probed pair moved Steward's p99 on the invalid lead post from 0.82 to 1.91 ms, and raw
- * node:http's from 0.57 to 0.79. The probed server keeps its own background work.
- */
-export async function withPaused<T>(pids: readonly number[], work: () => Promise<T>): Promise<T> {
-  const paused: number[] = []
-  const signal = (pid: number, name: NodeJS.Signals): boolean => {
-    try {
-      process.kill(pid, name)
-      return true
-    } catch {
-      return false
-    }
-  }
-  try {
-    for (const pid of pids) for (const member of processTree(pid)) if (signal(member, 'SIGSTOP')) paused.push(member)
-    return await work()
-  } finally {
-    for (const pid of paused) signal(pid, 'SIGCONT')
-  }
-}
-
-/**
- * Runs `work` (a latency probe) with this process, every thread of it (the probe's pacing thread
- * included), on the first core, and gives it every core back afterwards, even when `work` fails.
- * The servers, started before, keep every core. Returns whether it could pin (Linux with
- * `taskset` and at least two cores); otherwise `work` runs as it would have.
- *
- * Why: a latency probe at half of a server's maximum keeps both cores of this machine busy. The
- * probe's client costs about as much CPU per request as the server (on the two-core machine of
- * bench/RESULTS.md, 49 µs against 42 µs for raw node:http at 16,000 requests a second, each
- * request alone on its connection), so unpinned, the scheduler moved three busy threads (the
- * probe's two and the server's) over two cores, and its timeslices, not the server, set the p99:
- * raw node:http's own p99 over twenty identical 2 s probes ran from 1 to 80 ms. With the probe on
- * one core, the server has the other to itself, as a server whose clients are elsewhere has, and
- * the room left on the probe's core for its garbage collector's helper threads and the database.
- * Pinning the server to the other core as well was tried and dropped: its garbage collector's
- * helper threads then waited for the main thread's core, which no deployment does.
- */
-export async function withProbePinned<T>(work: () => Promise<T>): Promise<{ pinned: boolean; result: T }> {
-  const cores = os.availableParallelism()
-  const pin = (list: string): boolean => {
-    try {
-      execFileSync('taskset', ['-a', '-p', '-c', list, String(process.pid)], { stdio: 'ignore' })
-      return true
-    } catch {
-      return false
-    }
-  }
-  const pinned = cores >= 2 && process.platform === 'linux' && pin('0')
-  try {
-    return { pinned, result: await work() }
-  } finally {
-    if (pinned) pin(`0-${cores - 1}`)
-  }
-}
-
 /** USER_HZ: 100 on every Linux this runs on (getconf CLK_TCK); /proc counts CPU time in it. */
 const CLOCK_TICKS = 100
 
@@ -176,7 +80,9 @@ export async function maxThroughput(base: string, spec: RequestSpec, seconds: nu
   const cpuAfter = pid === undefined ? null : processCpuMicros(pid)
   const answered = result.requests.total
   const cpuMicros = cpuBefore !== null && cpuAfter !== null && answered > 0 ? (cpuAfter - cpuBefore) / answered : null
-  return { rps: answered / seconds, statuses, errors: result.errors + result.timeouts, cpuMicros }
+  // autocannon stops on its next once-a-second tick after the duration: divide by the time it ran.
+  const elapsed = result.duration > 0 ? result.duration : seconds
+  return { rps: answered / elapsed, answered, statuses, errors: result.errors + result.timeouts, cpuMicros }
 }
 
 export interface Latency {
@@ -296,25 +202,4 @@ export async function fixedRateLatency(base: string, spec: RequestSpec, rate: nu
   samples.sort((a, b) => a - b)
   const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))] ?? NaN
   return { p50: at(0.5), p99: at(0.99), sent: scheduled, rate, errors }
-}
-
-/** `workers` concurrent loops of one query for `seconds`: completions per second. */
-export async function pgLoop(pool: pg.Pool, query: () => [string, unknown[]], seconds: number, workers = 10): Promise<Throughput> {
-  const deadline = performance.now() + seconds * 1000
-  let done = 0
-  let errors = 0
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      while (performance.now() < deadline) {
-        const [text, values] = query()
-        try {
-          await pool.query(text, values)
-          done++
-        } catch {
-          errors++
-        }
-      }
-    }),
-  )
-  return { rps: done / seconds, statuses: {}, errors }
 }

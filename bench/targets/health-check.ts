@@ -1,6 +1,5 @@
-// Benchmark baseline, not product code: Steward's GET /health work without Steward, shared by the
-// two baselines that are not frameworks (bare-fetch.ts on Steward's adapter, raw-http.ts on
-// node:http alone), so that both wait for the database exactly as Steward does:
+// Benchmark baseline, not product code: Steward's GET /health work without Steward, for the bare
+// fetch function (bare-fetch.ts), so that it waits for the database exactly as Steward does:
 // - one `select 1` against the configured database, bounded by the same 2 s deadline as
 //   storage/health.ts;
 // - the same coalescing as routes/health.ts: the check under way, and the one queued behind it

@@ -1,7 +1,6 @@
 // Benchmark baseline, not product code: the work the Fastify reference does on the refusals the
-// pipeline rows measure, and the answers Steward gives, shared by the two baselines that are not
-// frameworks (raw-http.ts on node:http alone, bare-fetch.ts on Steward's adapter), so that both
-// do exactly the same work.
+// pipeline rows measure, and the answers Steward gives, for the bare fetch function
+// (bare-fetch.ts), so that it does exactly the Fastify reference's work.
 import { MAX_EMAIL_LENGTH } from '../../domain/email.ts'
 import { BEARER } from '../../services/credentials.ts'
 import { FIELD_LIMITS } from '../../routes/leads.ts'
