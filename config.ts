@@ -70,6 +70,10 @@ function list<S extends v.GenericSchema<string, string>>(item: S) {
 }
 
 const ORIGIN = /^https?:\/\/[^/]+$/
+
+/** SECRETS_KEY: 32 bytes in base64url (43 characters; standard base64 and one `=` of padding accepted). */
+const SECRETS_KEY_SHAPE = /^[A-Za-z0-9+/_-]{43}=?$/
+const SECRETS_KEY_MESSAGE = 'SECRETS_KEY must be 32 random bytes in base64url (43 characters), e.g. from: openssl rand -base64 32'
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 /** The environment variables, each as its schema gives it. */
@@ -90,6 +94,12 @@ const EnvSchema = v.object({
   TLS_KEY_FILE: v.nullish(v.string(), null),
   ALLOW_INSECURE_HTTP: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
   WEBHOOK_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  MCP_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  // The key is never echoed in a message: a mistyped one is still mostly the real one.
+  SECRETS_KEY: v.optional(v.pipe(v.string(), v.check((text) => SECRETS_KEY_SHAPE.test(text.trim()), SECRETS_KEY_MESSAGE), v.transform((text) => text.trim()))),
+  MCP_UPSTREAM_TIMEOUT_MS: integer('MCP_UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
+  MCP_APPROVAL_HOLD_SECONDS: integer('MCP_APPROVAL_HOLD_SECONDS', 60, 0, 3600),
+  MCP_ALLOWED_ORIGINS: list(v.pipe(v.string(), v.check((origin) => ORIGIN.test(origin), (issue) => `MCP_ALLOWED_ORIGINS entries must be origins like https://example.com, got "${String(issue.input)}"`))),
   BODY_LIMIT_BYTES: integer('BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
   BODY_TIMEOUT_MS: integer('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
   HEADERS_TIMEOUT_MS: integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
@@ -103,6 +113,7 @@ const EnvSchema = v.object({
   MAX_POLICIES_PER_ORG: integer('MAX_POLICIES_PER_ORG', 1000, 1, 1_000_000),
   MAX_MEMBERS_PER_ORG: integer('MAX_MEMBERS_PER_ORG', 1000, 1, 1_000_000),
   MAX_AGENTS_PER_ORG: integer('MAX_AGENTS_PER_ORG', 1000, 1, 1_000_000),
+  MAX_MCP_SERVERS_PER_ORG: integer('MAX_MCP_SERVERS_PER_ORG', 50, 1, 1_000_000),
   MAX_SESSIONS_PER_USER: integer('MAX_SESSIONS_PER_USER', 20, 1, 10_000),
   AUDIT_SEAL_INTERVAL_MS: integer('AUDIT_SEAL_INTERVAL_MS', 500, 100, 3_600_000),
   INVITATION_TTL: integer('INVITATION_TTL', 7 * 86_400, 300, 90 * 86_400),
@@ -154,6 +165,20 @@ function toConfig(env: Settings) {
     allowInsecureHttp: env.ALLOW_INSECURE_HTTP,
     /** Webhooks may target private, loopback and other internal addresses, and plain http URLs. */
     webhookAllowPrivate: env.WEBHOOK_ALLOW_PRIVATE,
+    /** Upstream MCP servers may be private, loopback and other internal addresses, and plain http URLs. */
+    mcpAllowPrivate: env.MCP_ALLOW_PRIVATE,
+    /**
+     * The key (base64url of 32 bytes) that seals secrets at rest and signs the MCP gateway's
+     * request state; null: a key file in DATA_DIR, a per-process key in memory, none on PostgreSQL
+     * (services/secrets.ts).
+     */
+    secretsKey: env.SECRETS_KEY ?? null,
+    /** An upstream MCP server must answer within this many milliseconds, or the call is a tool error. */
+    mcpUpstreamTimeoutMs: env.MCP_UPSTREAM_TIMEOUT_MS,
+    /** How long the gateway holds a 2025-era client's call while its approval is pending. */
+    mcpApprovalHoldSeconds: env.MCP_APPROVAL_HOLD_SECONDS,
+    /** Browser origins, besides the server's own, that may call the MCP gateway (others: 403). */
+    mcpAllowedOrigins: Object.freeze(env.MCP_ALLOWED_ORIGINS) as readonly string[],
     bodyLimitBytes: env.BODY_LIMIT_BYTES,
     /** The whole request body must arrive within this many milliseconds, or the answer is 408. */
     bodyTimeoutMs: env.BODY_TIMEOUT_MS,
@@ -174,6 +199,7 @@ function toConfig(env: Settings) {
     /** Members plus open invitations per organization. */
     maxMembersPerOrg: env.MAX_MEMBERS_PER_ORG,
     maxAgentsPerOrg: env.MAX_AGENTS_PER_ORG,
+    maxMcpServersPerOrg: env.MAX_MCP_SERVERS_PER_ORG,
     /** Live sign-in sessions (refresh-token families) per user; a new one past it ends the oldest. */
     maxSessionsPerUser: env.MAX_SESSIONS_PER_USER,
     /** How often the background sealer seals new audit events and decisions (storage/audit-seal.ts). */

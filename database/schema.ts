@@ -1,6 +1,7 @@
 // The Database type, composed from one interface per table (Kysely's convention).
 import type { ColumnType, Generated } from 'kysely'
 import type { ApprovalStatus, DefaultDecision, EpochMs, Json, OptionalJson, Outcome, Role, Timestamp } from './column-types.ts'
+import type { DecisionVia, McpServerTable } from './mcp-schema.ts'
 
 export type { ApprovalStatus, DefaultDecision, Role }
 
@@ -107,6 +108,8 @@ export interface DecisionTable {
   evaluated_at: Timestamp
   /** The writing transaction's id (pg_current_xact_id), set by the database: what seals cover. */
   xid: Generated<number>
+  /** null: POST /decisions; 'mcp': the gateway; 'toolhive': the ToolHive authorizer route. */
+  via: Generated<DecisionVia | null>
 }
 
 /** An approval, bound to the exact action of the decision that created it. */
@@ -347,6 +350,7 @@ export interface Database {
   webhooks: WebhookTable
   webhook_deliveries: WebhookDeliveryTable
   webhook_fanout: WebhookFanoutTable
+  mcp_servers: McpServerTable
 }
 
 /** A webhook endpoint of one organization. */

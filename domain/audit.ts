@@ -45,6 +45,9 @@ export const AUDIT_EVENT_TYPES = [
   'webhook.created',
   'webhook.deleted',
   'webhook.disabled',
+  'mcp_server.created',
+  'mcp_server.updated',
+  'mcp_server.deleted',
   'audit.exported',
   'audit.pruned',
 ] as const

@@ -16,7 +16,7 @@ import { protectedErrors, type Guard } from './access.ts'
 import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CursorTimestamp, CursorUuid, CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseQuery, pathId } from './input.ts'
-import { refusedLiteral } from '../services/webhook-sender.ts'
+import { outboundUrlProblem } from '../services/outbound-url.ts'
 
 const WEBHOOK_NOT_FOUND = 'Webhook not found'
 const DELIVERY_NOT_FOUND = 'Delivery not found'
@@ -174,12 +174,8 @@ const DeliveryCursorSchema = v.strictTuple([v.pipe(v.string(), v.regex(/^[1-9]\d
 export function webhookRoutes(guard: Guard): Route[] {
   async function create(request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
     const input = await readInput(request, ctx, createBody)
-    const url = new URL(input.url)
-    if (!ctx.config.webhookAllowPrivate) {
-      if (url.protocol !== 'https:') throw new HttpError(400, 'Field url must be an https URL (plain http only with WEBHOOK_ALLOW_PRIVATE=true)')
-      const refused = refusedLiteral(url.hostname)
-      if (refused) throw new HttpError(400, `Field url is refused: ${refused} (allowed only with WEBHOOK_ALLOW_PRIVATE=true)`)
-    }
+    const refused = outboundUrlProblem(new URL(input.url), 'url', { allowPrivate: ctx.config.webhookAllowPrivate, setting: 'WEBHOOK_ALLOW_PRIVATE' })
+    if (refused) throw new HttpError(400, refused)
     const secret = newSecret()
     const webhook = await createWebhook(
       ctx.deps.db,

@@ -7,6 +7,9 @@ import { createCredentials, type Credentials } from './credentials.ts'
 import { createDecisionService, type DecisionService } from './decisions.ts'
 import { createDecisionWriter, type DecisionWriter } from './decision-writer.ts'
 import type { Deps } from './deps.ts'
+import { isPostgresUrl } from '../domain/database-url.ts'
+import { createMcpServerService, type McpServerService } from './mcp-servers.ts'
+import { createSecrets, type Secrets } from './secrets.ts'
 import { createPolicySetCache, type PolicySetCache } from './policyset-cache.ts'
 import { createRateLimiter, type RateLimiter } from './ratelimit.ts'
 
@@ -22,6 +25,10 @@ export interface Services {
   readonly writer: DecisionWriter
   readonly approvals: ApprovalHub
   readonly decisions: DecisionService
+  /** The key that seals secrets at rest (MCP server headers) and signs the gateway's request state. */
+  readonly secrets: Secrets
+  /** The upstream MCP server registry, and the gateway's lookups of enabled upstreams. */
+  readonly mcpServers: McpServerService
   /** Subscribes the credential and approval feeds (PostgreSQL) and the credential cache's timers. */
   start(): void
   /** Writes what is queued, then ends the feeds and wakes every waiter. */
@@ -34,6 +41,9 @@ export function createServices(config: Config, deps: Deps): Services {
   const writer = createDecisionWriter(deps.db, deps.clock)
   const approvals = createApprovalHub(config, deps)
   const decisions = createDecisionService({ db: deps.db, clock: deps.clock, logger: deps.logger, config, sets, writer })
+  const secrets = createSecrets(config)
+  const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
+  const mcpServers = createMcpServerService({ db: deps.db, logger: deps.logger, clock: deps.clock, config, secrets, listenUrl })
   return {
     credentials,
     apiLimiter: createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null),
@@ -42,14 +52,18 @@ export function createServices(config: Config, deps: Deps): Services {
     writer,
     approvals,
     decisions,
+    secrets,
+    mcpServers,
     start() {
       credentials.start()
       approvals.start()
+      mcpServers.start()
     },
     async close() {
       await writer.drain()
       await approvals.close()
       await credentials.close()
+      await mcpServers.close()
     },
   }
 }

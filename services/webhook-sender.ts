@@ -1,14 +1,12 @@
 // One webhook request out: its Standard Webhooks signature, then a POST with a deadline, a cap on
-// the answer read, no redirect followed, and the SSRF guard. Names are resolved by a `lookup` that
-// checks every address it returns, and the socket connects to exactly those addresses, so a DNS
-// answer that changes between a check and the connect (rebinding) cannot reach a private or
-// loopback address.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
+// the answer read, no redirect followed, and the SSRF guard (services/outbound-url.ts): names are
+// resolved by a `lookup` that checks every address it returns, and the socket connects to exactly
+// those addresses, so a DNS answer that changes between a check and the connect (rebinding)
+// cannot reach a private or loopback address.
 import http from 'node:http'
 import https from 'node:https'
-import type { LookupFunction } from 'node:net'
 import { Webhook } from 'standardwebhooks'
-import { forbiddenAddress, isIpLiteral } from '../domain/webhooks.ts'
+import { guardedLookup, REFUSED_CODE, refusedLiteral } from './outbound-url.ts'
 
 export interface SendOptions {
   /** WEBHOOK_ALLOW_PRIVATE: private, loopback and other internal targets are allowed. */
@@ -52,36 +50,9 @@ export function webhookSigner(secret: string): Signer {
   })
 }
 
-/** Why `url`'s host may not be a target when it is an IP literal, or null. */
-export function refusedLiteral(hostname: string): string | null {
-  if (!isIpLiteral(hostname)) return null
-  const reason = forbiddenAddress(hostname)
-  return reason ? `${hostname} is a ${reason} address` : null
-}
-
-function guardedLookup(allowPrivate: boolean): LookupFunction {
-  return ((hostname: string, options: { family?: number; all?: boolean }, callback: (...args: unknown[]) => void) => {
-    dnsLookup(hostname, { all: true, family: options.family ?? 0 }, (error, addresses: LookupAddress[]) => {
-      if (error) return callback(error)
-      if (!allowPrivate) {
-        for (const entry of addresses) {
-          const reason = forbiddenAddress(entry.address)
-          if (reason) {
-            const refused = Object.assign(new Error(`refused: ${hostname} resolves to ${entry.address}, a ${reason} address; ${ALLOW_HINT}`), { code: 'EWEBHOOKREFUSED' })
-            return callback(refused)
-          }
-        }
-      }
-      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }))
-      if (options.all) return callback(null, addresses)
-      return callback(null, addresses[0]!.address, addresses[0]!.family)
-    })
-  }) as LookupFunction
-}
-
 /** A sender with its own keep-alive agents (each connection's address was checked when it opened). */
 export function createSender(options: SendOptions): Sender & { close(): void } {
-  const lookup = guardedLookup(options.allowPrivate)
+  const lookup = guardedLookup({ allowPrivate: options.allowPrivate, setting: 'WEBHOOK_ALLOW_PRIVATE' })
   const agents = {
     'http:': new http.Agent({ keepAlive: true, maxSockets: 64 }),
     'https:': new https.Agent({ keepAlive: true, maxSockets: 64 }),
@@ -148,7 +119,7 @@ export function createSender(options: SendOptions): Sender & { close(): void } {
         request.destroy(Object.assign(new Error(`no answer within ${options.timeoutMs} ms`), { code: 'ETIMEDOUT' }))
       }, options.timeoutMs)
       request.on('error', (error: Error & { code?: string }) => {
-        finish({ ok: false, statusCode: null, error: error.code === 'EWEBHOOKREFUSED' || error.code === 'ETIMEDOUT' ? error.message : `${error.code ?? 'error'}: ${error.message}` })
+        finish({ ok: false, statusCode: null, error: error.code === REFUSED_CODE || error.code === 'ETIMEDOUT' ? error.message : `${error.code ?? 'error'}: ${error.message}` })
       })
       // A string body goes out in the same write as the head (a Buffer would be a second chunk).
       request.end(body)

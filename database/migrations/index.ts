@@ -11,6 +11,7 @@ import * as audit from './2026-11-23T04-audit.ts'
 import * as webhooks from './2026-11-23T05-webhooks.ts'
 import * as sealIndex from './2026-11-23T06-seal-index.ts'
 import * as auditColumnTypes from './2026-11-24T00-audit-column-types.ts'
+import * as mcp from './2026-11-28T00-mcp.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
@@ -23,4 +24,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-23T05-webhooks': webhooks,
   '2026-11-23T06-seal-index': sealIndex,
   '2026-11-24T00-audit-column-types': auditColumnTypes,
+  '2026-11-28T00-mcp': mcp,
 })
