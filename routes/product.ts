@@ -23,6 +23,7 @@ import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
 import { policyVersionRoutes } from './policy-versions.ts'
+import { toolhiveRoutes } from './toolhive.ts'
 import { webhookRoutes } from './webhooks.ts'
 
 /** Builds the product surface over the given services (tests that only read its routes may omit them). */
@@ -43,6 +44,7 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
       ...invitationRoutes(config, guard, passwords),
       ...agentRoutes(guard, credentials, services.sets),
       ...decisionRoutes(guard, services.decisions),
+      ...toolhiveRoutes(services),
       ...leadListRoutes(guard),
       ...approvalRoutes(guard, services.approvals),
       ...auditVerifyRoutes(guard),
