@@ -1,13 +1,16 @@
 // Approvals: what waits for a human, oldest first, refreshed every 2 seconds (and at once after
 // an action), with the full arguments, the agent, the policy and version, and a countdown to
-// expiry. Approve / Deny take an optional note.
+// expiry. Approve / Deny take an optional note. One approval at #/approvals/ID, whatever its
+// status: the page an MCP client's URL elicitation opens for a person to decide a tool call.
 import { api, currentSession } from '../api.js'
 import { announce, badge, errorBox, h, pretty, put, unavailable, uid, when } from '../dom.js'
+import { toolLine, toolOf } from '../mcp.js'
 
 const REFRESH_MS = 2000
 const DEFAULT_APPROVER_ROLES = ['owner', 'admin', 'manager']
 
-export function render(main) {
+export function render(main, params = []) {
+  if (params[0]) return renderOne(main, params[0])
   const status = h('p', { class: 'muted', role: 'status', text: 'Loading pending approvals…' })
   const list = h('ul', { class: 'cards', 'aria-label': 'Pending approvals' })
   const message = h('div', {})
@@ -105,7 +108,7 @@ function normalize(approval) {
 }
 
 function policyOf(approval) {
-  const policy = approval.policy ?? approval.reasons?.find((r) => r.policy_id) ?? null
+  const policy = approval.policy ?? approval.reasons?.find((r) => r.policy_id) ?? approval.policies?.[0] ?? null
   if (!policy && approval.policy_id) return { name: approval.policy_name ?? approval.policy_id, version: approval.policy_version ?? approval.version }
   return policy
 }
@@ -131,7 +134,7 @@ function remaining(expiresAt) {
   return parts.join('')
 }
 
-function approvalCard(approval, afterAction) {
+function approvalCard(approval, afterAction, single = false) {
   const titleId = uid('approval')
   const countdown = h('span', { class: 'countdown' })
   const note = h('input', { type: 'text', maxlength: 1000 })
@@ -139,7 +142,8 @@ function approvalCard(approval, afterAction) {
   note.id = noteId
   const message = h('div', {})
   const policy = policyOf(approval)
-  const el = h('li', { class: 'card', 'aria-labelledby': titleId })
+  const tool = toolOf(approval.action)
+  const el = h(single ? 'section' : 'li', { class: 'card', 'aria-labelledby': titleId })
   const act = async (verb, button) => {
     for (const b of el.querySelectorAll('button')) b.disabled = true
     try {
@@ -164,6 +168,7 @@ function approvalCard(approval, afterAction) {
       'dl',
       {},
       h('dt', { text: 'Status' }), h('dd', {}, badge(approval.status ?? 'pending')),
+      tool ? [h('dt', { text: 'MCP' }), h('dd', {}, toolLine(tool, approval.resource))] : null,
       h('dt', { text: 'Resource' }), h('dd', {}, h('code', { text: approval.resource || '—' })),
       h('dt', { text: 'Policy' }), h('dd', { text: policy ? `${policy.name ?? policy.policy_id}${policy.version ? ` (version ${policy.version})` : ''}` : '—' }),
       h('dt', { text: 'On behalf of' }), h('dd', { text: approval.context?.on_behalf_of ?? '—' }),
@@ -173,9 +178,11 @@ function approvalCard(approval, afterAction) {
     ),
     h('h3', { class: 'hint', text: 'Arguments' }),
     pretty(approval.args ?? {}),
-    mayApprove(approval)
-      ? h('div', {}, h('label', { for: noteId, text: 'Note (optional)' }), note, h('div', { class: 'actions' }, approve, deny))
-      : h('p', { class: 'muted', text: 'Your role cannot decide this approval.' }),
+    (approval.status ?? 'pending') !== 'pending'
+      ? null
+      : mayApprove(approval)
+        ? h('div', {}, h('label', { for: noteId, text: 'Note (optional)' }), note, h('div', { class: 'actions' }, approve, deny))
+        : h('p', { class: 'muted', text: 'Your role cannot decide this approval.' }),
     message,
   )
   const card = {
@@ -191,4 +198,66 @@ function approvalCard(approval, afterAction) {
   }
   card.refresh(approval)
   return card
+}
+
+/** What a person reading one approval needs to know of where it stands. */
+const STANDING = {
+  pending: 'Waiting for a decision. This page refreshes every 2 seconds.',
+  approved: 'Approved: the call goes through once, with exactly these arguments, when the agent or its gateway asks again.',
+  consumed: 'Approved and used: the call went through.',
+  denied: 'Denied: the call does not go through.',
+  expired: 'Expired: nobody decided in time, so the call does not go through.',
+  cancelled: 'Cancelled: the call does not go through.',
+}
+
+/** One approval (the page an MCP client's URL elicitation opens), refreshed while it is pending. */
+function renderOne(main, id) {
+  const status = h('p', { class: 'muted', role: 'status', text: 'Loading the approval…' })
+  const holder = h('div', {})
+  const message = h('div', {})
+  put(main, h('p', {}, h('a', { href: '#/approvals', text: 'All pending approvals' })), h('h1', { text: 'Approval' }), message, status, holder)
+  let stopped = false
+  let timer = null
+  let card = null
+  let shown = null
+
+  async function load() {
+    if (stopped) return
+    try {
+      const approval = normalize(await api('GET', `/approvals/${encodeURIComponent(id)}`))
+      if (stopped) return
+      put(message)
+      const standing = approval.status ?? 'pending'
+      // A change of status changes what may be done: the card is built again.
+      if (card === null || standing !== shown) {
+        card = approvalCard(approval, afterAction, true)
+        put(holder, card.el)
+        if (shown !== null) announce(STANDING[standing] ?? standing)
+        shown = standing
+      } else card.refresh(approval)
+      status.textContent = STANDING[standing] ?? standing
+      clearTimeout(timer)
+      if (standing === 'pending') timer = setTimeout(load, REFRESH_MS)
+    } catch (error) {
+      if (stopped) return
+      put(status)
+      put(message, error.status === 404 && !/approval not found/i.test(error.message) ? unavailable('Approvals') : errorBox(error))
+      if (error.status === 0) timer = setTimeout(load, 10 * REFRESH_MS)
+    }
+  }
+
+  function afterAction(text) {
+    announce(text)
+    status.tabIndex = -1
+    status.focus()
+    void load()
+  }
+
+  const tick = setInterval(() => card?.countdown(), 1000)
+  void load()
+  return () => {
+    stopped = true
+    clearTimeout(timer)
+    clearInterval(tick)
+  }
 }
