@@ -20,7 +20,7 @@ const start: Command = {
   name: 'start',
   summary: 'migrate the database and serve HTTP on HOST:PORT',
   options: {},
-  notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see README.md.',
+  notes: 'Configuration comes from environment variables (DATABASE_URL or DATA_DIR, HOST, PORT, ...); see docs/configuration.md.',
   async run({ config, buildApp, operations }) {
     if (!buildApp) throw new CommandFailed('start serves the handler server.ts builds: run server.ts start')
     const { startServer } = await import('./start.ts')
@@ -100,7 +100,7 @@ function topHelp(): string {
   return listing(
     `usage: ${PROGRAM} <command> [options]`,
     commands,
-    `Run '${PROGRAM} <command> --help' for a command's options.\nConfiguration comes from environment variables; see README.md.`,
+    `Run '${PROGRAM} <command> --help' for a command's options.\nConfiguration comes from environment variables; see docs/configuration.md.`,
   )
 }
 

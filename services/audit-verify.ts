@@ -1,4 +1,4 @@
-// Verification of the audit seals (docs/governance.md, seals and verification): recomputes an
+// Verification of the audit seals (docs/audit.md): recomputes an
 // organization's seal chain from its rows, seal by seal, and names the first mismatch. The rows
 // are read and hashed by storage/audit-seal.ts through the format of engine/seal.ts, the same
 // path the sealer takes.
