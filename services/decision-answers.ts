@@ -21,6 +21,9 @@ export interface DecisionPrincipal {
   readonly userId: string | null
 }
 
+/** Where a decision was asked from besides POST /decisions: the MCP gateway, or the ToolHive authorizer route. */
+export type DecisionVia = 'mcp' | 'toolhive'
+
 /** What a decision is asked about, as validated by its caller. */
 export interface DecisionInput {
   /** The agent handle: implied by an agent key, required otherwise. */
@@ -33,6 +36,8 @@ export interface DecisionInput {
   readonly approval_id: string | null
   /** The same key from the same credential within the window returns the first answer. */
   readonly idempotency_key: string | null
+  /** The door the decision came through, logged with it; absent or null: POST /decisions. */
+  readonly via?: DecisionVia | null
 }
 
 /** A policy draft a simulation decides with instead of the stored policies. */

@@ -30,7 +30,7 @@ import { createDecisionContextCache, type DecisionContextCache } from './decisio
 import type { DecisionWriter } from './decision-writer.ts'
 import type { PolicySetCache } from './policyset-cache.ts'
 
-export { MAX_PAYLOAD_BYTES, type DecisionAnswer, type DecisionInput, type DecisionPrincipal, type DraftPolicy, type SimulateInput } from './decision-answers.ts'
+export { MAX_PAYLOAD_BYTES, type DecisionAnswer, type DecisionInput, type DecisionPrincipal, type DecisionVia, type DraftPolicy, type SimulateInput } from './decision-answers.ts'
 
 export const IDEMPOTENCY_CONFLICT = 'idempotency_key was already used by this credential for a different request within the last 24 hours; use a new key'
 export const NOT_RECORDED = 'The decision could not be recorded, so none is given; retry'
@@ -151,6 +151,7 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
         ruleset_revision: outcome.ruleset_revision,
         requested_by: requesterOf(principal),
         evaluated_at: now,
+        via: input.via ?? null,
       }
       const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
       let written

@@ -29,6 +29,8 @@ export interface DecisionRecord {
   ruleset_revision: number
   requested_by: string
   evaluated_at: Date
+  /** The door it came through: null for POST /decisions, 'mcp' (the gateway), 'toolhive'. */
+  via?: string | null
 }
 
 /** The first answer to an idempotency key, to store beside the decision. */
@@ -73,14 +75,14 @@ const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value)
 
 const DECISION_COLUMNS = [
   'decision_id', 'organization_id', 'agent_id', 'agent_handle', 'action', 'resource', 'args', 'context', 'args_sha256',
-  'decision', 'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at',
+  'decision', 'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at', 'via',
 ] as const
 
 /** Each column's type, for the guarded insert whose values are not typed by the target columns. */
 const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
   decision_id: 'uuid', organization_id: 'uuid', agent_id: 'uuid', agent_handle: 'text', action: 'text', resource: 'text',
   args: 'jsonb', context: 'jsonb', args_sha256: 'text', decision: 'text', policy_decision: 'text', reasons: 'jsonb',
-  monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz',
+  monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz', via: 'text',
 }
 
 /**
@@ -151,6 +153,7 @@ async function insertDecisions(db: Db, items: readonly PendingDecision[]): Promi
     values.push(
       r.decision_id, r.organization_id, r.agent_id, r.agent_handle, r.action, r.resource, JSON.stringify(r.args), JSON.stringify(r.context), r.args_sha256,
       r.decision, r.policy_decision, JSON.stringify(r.reasons), JSON.stringify(r.monitor), JSON.stringify(r.errors), r.approval_id, r.ruleset_revision, r.requested_by, r.evaluated_at.toISOString(),
+      r.via ?? null,
     )
     if (guarded) values.push(guard?.revision ?? null)
   }
