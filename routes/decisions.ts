@@ -24,6 +24,8 @@ const MAX_PAGE = 100
 const MAX_DRAFTS = 1000
 const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/
 const DECISIONS = ['allow', 'deny', 'require_approval'] as const
+/** Where a decision was asked: POST /decisions, the MCP gateway (/mcp), ToolHive's authorizer (POST /toolhive/decision). */
+const VIAS = ['api', 'mcp', 'toolhive'] as const
 
 const line = (field: string, max: number) =>
   v.pipe(
@@ -157,6 +159,7 @@ export const DecisionSchema = v.pipe(
     ruleset_revision: v.number(),
     requested_by: v.pipe(v.string(), v.description('"key:<uuid>", "user:<uuid>" or "agent-key:<uuid>".')),
     evaluated_at: v.pipe(v.string(), v.isoTimestamp()),
+    via: v.pipe(v.picklist(VIAS), v.description('Where it was asked: api (POST /decisions), mcp (a tools/call through the MCP gateway) or toolhive (POST /toolhive/decision).')),
   }),
   v.title('Decision'),
 )
@@ -169,6 +172,7 @@ export const DecisionListQuerySchema = v.object({
   agent: v.optional(v.pipe(v.string(), v.description('Agent handle.'))),
   action: v.optional(v.string()),
   decision: v.optional(v.picklist(DECISIONS)),
+  via: v.optional(v.pipe(v.picklist(VIAS), v.description('Only decisions asked there: api, mcp (gateway traffic) or toolhive.'))),
   from: v.optional(Timestamp('from', 'Earliest evaluated_at (inclusive).')),
   to: v.optional(Timestamp('to', 'Latest evaluated_at (exclusive).')),
   limit: v.optional(PAGE_SIZE),
@@ -194,6 +198,7 @@ export function decisionToJson(record: DecisionRecord): v.InferOutput<typeof Dec
     ruleset_revision: record.ruleset_revision,
     requested_by: record.requested_by,
     evaluated_at: record.evaluated_at.toISOString(),
+    via: (record.via ?? 'api') as (typeof VIAS)[number],
   }
 }
 
@@ -219,6 +224,7 @@ export function decisionRoutes(guard: Guard, decisions: DecisionService): Route[
       agentId: principal.agentId,
       action: query.get('action'),
       decision: query.get('decision') === null ? null : parseValue(v.picklist(DECISIONS, 'decision must be allow, deny or require_approval'), query.get('decision')),
+      via: query.get('via') === null ? null : parseValue(v.picklist(VIAS, 'via must be api, mcp or toolhive'), query.get('via')),
       from: query.get('from') === null ? null : parseValue(Timestamp('from'), query.get('from')),
       to: query.get('to') === null ? null : parseValue(Timestamp('to'), query.get('to')),
     }

@@ -6,6 +6,7 @@
 // governs a tool whichever of the two is in the path.
 import type { Kysely } from 'kysely'
 import { HANDLE } from '../domain/agents.ts'
+import { toolAction } from '../domain/mcp.ts'
 import { HttpError } from '../http/errors.ts'
 import { findOpenApprovals } from '../storage/approval-matches.ts'
 import type { Database } from '../database/schema.ts'
@@ -47,7 +48,7 @@ export function porcToInput(principal: Pick<DecisionPrincipal, 'agentId'>, porc:
   }
   const server = rest.slice(0, split)
   const name = rest.slice(split + feature.length + 2)
-  const action = feature === 'tool' ? `mcp.${server}.${name}` : feature === 'prompt' ? `mcp-prompt.${server}.${name}` : `mcp-resource.${server}`
+  const action = feature === 'tool' ? toolAction(server, name) : feature === 'prompt' ? `mcp-prompt.${server}.${name}` : `mcp-resource.${server}`
   const resource = feature === 'resource' ? name : server
   if (action.length > MAX_ACTION || !NO_CONTROL.test(action)) throw new HttpError(400, `The action a PORC names (${feature === 'tool' ? 'mcp.<server>.<tool>' : feature === 'prompt' ? 'mcp-prompt.<server>.<prompt>' : 'mcp-resource.<server>'}) must be at most ${MAX_ACTION} characters without control characters`)
   if (resource.length > MAX_RESOURCE || !NO_CONTROL.test(resource)) throw new HttpError(400, `The ${feature === 'resource' ? 'resource URI' : 'server name'} must be at most ${MAX_RESOURCE} characters without control characters`)
@@ -70,6 +71,7 @@ export function porcToInput(principal: Pick<DecisionPrincipal, 'agentId'>, porc:
     context,
     approval_id: null,
     idempotency_key: null,
+    via: 'toolhive',
   }
 }
 

@@ -28,6 +28,7 @@ export function toDecisionRecord(row: Record<string, unknown>): DecisionRecord {
     ruleset_revision: Number(row.ruleset_revision),
     requested_by: row.requested_by as string,
     evaluated_at: row.evaluated_at as Date,
+    via: (row.via as string | null | undefined) ?? null,
   }
 }
 
@@ -39,6 +40,8 @@ export interface DecisionFilter {
   decision: DecisionRecord['decision'] | null
   from: Date | null
   to: Date | null
+  /** Where the decisions came from: 'api' (POST /decisions, stored as null), 'mcp' (the gateway) or 'toolhive'. */
+  via?: 'api' | 'mcp' | 'toolhive' | null
 }
 
 export interface DecisionCursor {
@@ -55,6 +58,8 @@ export async function listDecisions(db: Db, organizationId: string, filter: Deci
   if (filter.decision !== null) query = query.where('decision', '=', filter.decision)
   if (filter.from !== null) query = query.where('evaluated_at', '>=', filter.from)
   if (filter.to !== null) query = query.where('evaluated_at', '<', filter.to)
+  if (filter.via === 'api') query = query.where('via', 'is', null)
+  else if (filter.via) query = query.where('via', '=', filter.via)
   const after = page.after
   if (after) {
     query = query.where((eb) =>

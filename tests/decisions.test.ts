@@ -71,6 +71,7 @@ t.test('an applying policy decides; the answer has every field, and the row is l
     ruleset_revision: answer.body.ruleset_revision,
     requested_by: `key:${vars.MEMBER_KEY_ID_A}`,
     evaluated_at: NOW,
+    via: 'api',
   })
 })
 

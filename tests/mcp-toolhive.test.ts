@@ -76,6 +76,7 @@ t.test('an allowed tool call answers allow true and is logged with the person it
     args: { repo: 'acme/site', state: 'open' },
     decision: 'allow',
     requested_by: `agent-key:${AGENT_KEY_ID}`,
+    via: 'toolhive',
   })
   t.same(row.context, {
     on_behalf_of: 'alice@example.com',
@@ -237,4 +238,29 @@ t.test('bad input: a clear 4xx, never a decision', async (t) => {
   }
   t.equal((await send('{}', 'text/plain')).status, 415)
   t.equal(await countRows('decisions'), before, 'nothing logged')
+})
+
+t.test('GET /decisions?via= tells gateway traffic from POST /decisions', async (t) => {
+  const direct = await app.call('POST', '/decisions', { token: vars.MEMBER_KEY_A, json: { agent: 'github-agent', action: 'mcp.github.list_issues', resource: 'github', args: { repo: 'x' } } })
+  const directId = (await jsonOf(direct)).decision_id
+  const viaToolhive = (await ask('list_issues', { repo: 'y' })).body.decision_id
+  const page = async (query: string) => {
+    const response = await app.call('GET', `/decisions?limit=100${query}`, { token: vars.VIEWER_KEY_A })
+    t.equal(response.status, 200, query)
+    return (await jsonOf(response)).decisions as { decision_id: string; via: string }[]
+  }
+  const toolhive = await page('&via=toolhive')
+  t.ok(toolhive.length > 1)
+  t.same(new Set(toolhive.map((d) => d.via)), new Set(['toolhive']))
+  t.ok(toolhive.some((d) => d.decision_id === viaToolhive))
+  t.notOk(toolhive.some((d) => d.decision_id === directId))
+  const api = await page('&via=api')
+  t.same(new Set(api.map((d) => d.via)), new Set(['api']))
+  t.ok(api.some((d) => d.decision_id === directId))
+  t.same(await page('&via=mcp'), [], 'no gateway call in this file')
+  const all = await page('')
+  t.same(new Set(all.map((d) => d.via)), new Set(['api', 'toolhive']))
+  t.same((await logged(directId)).via, 'api')
+  const bad = await app.call('GET', '/decisions?via=gateway', { token: vars.VIEWER_KEY_A })
+  t.same([bad.status, (await jsonOf(bad)).error], [400, 'via must be api, mcp or toolhive'])
 })
