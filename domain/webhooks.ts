@@ -14,6 +14,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'key.created',
   'key.revoked',
   'lead.created',
+  'mcp_server.changed',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -30,6 +31,7 @@ export const SUBSCRIPTION_COVERS: Readonly<Record<WebhookEventType, readonly str
   'key.created': ['key.created'],
   'key.revoked': ['key.revoked'],
   'lead.created': ['lead.created'],
+  'mcp_server.changed': ['mcp_server.created', 'mcp_server.updated', 'mcp_server.deleted'],
 })
 
 /** The audit types any of `subscriptions` covers. */

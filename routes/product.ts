@@ -18,6 +18,7 @@ import { healthRoutes } from './health.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { leadListRoutes } from './lead-lists.ts'
+import { mcpServerRoutes } from './mcp-servers.ts'
 import { memberRoutes } from './members.ts'
 import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
@@ -50,6 +51,7 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
       ...auditVerifyRoutes(guard),
       ...auditRoutes(guard),
       ...webhookRoutes(guard),
+      ...mcpServerRoutes(guard, services.mcpServers),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>

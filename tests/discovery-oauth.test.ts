@@ -11,7 +11,7 @@ const env = {
   APP_URL: 'https://console.example.org:8443',
 }
 const app = await createTestApp(t, { env })
-const SCOPES = ['policies:read', 'policies:write', 'keys:manage', 'members:manage', 'agents:read', 'agents:write', 'decisions:read', 'decisions:check', 'audit:read', 'webhooks:manage']
+const SCOPES = ['policies:read', 'policies:write', 'keys:manage', 'members:manage', 'agents:read', 'agents:write', 'decisions:read', 'decisions:check', 'audit:read', 'webhooks:manage', 'mcp:read', 'mcp:manage']
 
 /** A member with no value (null, "", [], {}) must be omitted (RFC 9728 §2, RFC 8414 §3.2). */
 function emptyMembers(body: Record<string, unknown>, allowed: string[] = []): string[] {

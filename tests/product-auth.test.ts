@@ -46,7 +46,7 @@ t.test('happy path', async (t) => {
     t.equal(body.expires_in, 900)
     t.equal(body.organization_id, vars.ORG_A)
     t.equal(body.role, 'owner')
-    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check audit:read webhooks:manage')
+    t.equal(body.scope, 'policies:read policies:write keys:manage members:manage agents:read agents:write decisions:read decisions:check audit:read webhooks:manage mcp:read mcp:manage')
     const use = await app.call('GET', `/policies/${vars.POLICY_A}`, { token: body.access_token })
     t.equal(use.status, 200)
     await use.body?.cancel()
@@ -64,7 +64,7 @@ t.test('happy path', async (t) => {
     const body = await jsonOf(res)
     t.same(Object.keys(body), ['access_token', 'token_type', 'expires_in', 'organization_id', 'role', 'scope'])
     t.equal(body.role, 'manager')
-    t.equal(body.scope, 'policies:read policies:write agents:read agents:write decisions:read decisions:check')
+    t.equal(body.scope, 'policies:read policies:write agents:read agents:write decisions:read decisions:check mcp:read')
   })
 
   t.test('the OAuth form grant_type=client_credentials takes the key as client_secret in the body', async (t) => {

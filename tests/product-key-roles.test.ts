@@ -51,7 +51,7 @@ t.test("a demotion of the creator lowers the key and its tokens on the next requ
   t.equal(await statusOf(app, 'POST', `/policies?organization_id=${app.vars.ORG_A}`, key.api_key, { name: 'n', effect: 'deny', actions: ['a'] }), 201, 'still a Manager')
   const login = await jsonOf(await app.call('POST', '/auth/login', { json: { api_key: key.api_key } }))
   t.equal(login.role, 'manager', 'a new token carries the effective role')
-  t.equal(login.scope, 'policies:read policies:write agents:read agents:write decisions:read decisions:check')
+  t.equal(login.scope, 'policies:read policies:write agents:read agents:write decisions:read decisions:check mcp:read')
 
   await setRole(app, userId, 'owner')
   t.equal(await statusOf(app, 'GET', '/keys', key.api_key), 200, 'restored with the creator')

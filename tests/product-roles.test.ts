@@ -32,6 +32,12 @@ async function scratchKey(): Promise<string> {
   return (await jsonOf(res)).key_id
 }
 
+let servers = 0
+async function scratchServer(): Promise<string> {
+  const res = await app.call('POST', '/mcp/servers', { token: vars.OWNER_KEY_A, json: { name: `scratch-${++servers}`, url: 'https://1.1.1.1/mcp' } })
+  return (await jsonOf(res)).server_id
+}
+
 const cases: Case[] = [
   { name: 'GET /policies', request: async () => ({ method: 'GET', path: `/policies?organization_id=${vars.ORG_A}` }), allowed: read, success: 200 },
   { name: 'GET /policies/{id}', request: async () => ({ method: 'GET', path: `/policies/${vars.POLICY_A}` }), allowed: read, success: 200 },
@@ -49,6 +55,11 @@ const cases: Case[] = [
   { name: 'POST /keys', request: async () => ({ method: 'POST', path: '/keys', json: { role: 'viewer' } }), allowed: admin, success: 201 },
   { name: 'POST /keys/{id}/rotate', request: async () => ({ method: 'POST', path: `/keys/${await scratchKey()}/rotate` }), allowed: admin, success: 201 },
   { name: 'DELETE /keys/{id}', request: async () => ({ method: 'DELETE', path: `/keys/${await scratchKey()}` }), allowed: admin, success: 204 },
+  { name: 'GET /mcp/servers', request: async () => ({ method: 'GET', path: '/mcp/servers' }), allowed: read, success: 200 },
+  { name: 'POST /mcp/servers', request: async (role) => ({ method: 'POST', path: '/mcp/servers', json: { name: `new-${role.toLowerCase()}-${++servers}`, url: 'https://1.1.1.1/mcp' } }), allowed: admin, success: 201 },
+  { name: 'GET /mcp/servers/{id}', request: async () => ({ method: 'GET', path: `/mcp/servers/${await scratchServer()}` }), allowed: read, success: 200 },
+  { name: 'PATCH /mcp/servers/{id}', request: async () => ({ method: 'PATCH', path: `/mcp/servers/${await scratchServer()}`, json: { enabled: false } }), allowed: admin, success: 200 },
+  { name: 'DELETE /mcp/servers/{id}', request: async () => ({ method: 'DELETE', path: `/mcp/servers/${await scratchServer()}` }), allowed: admin, success: 204 },
 ]
 
 for (const c of cases) {
@@ -84,7 +95,7 @@ t.test('a user session carries the member\'s role', async (t) => {
   await setMembership(app.db, user!.id, vars.ORG_A!, 'viewer', new Date(app.clock.now), BY_OPERATOR)
   const login = await jsonOf(await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_A, password: vars.USER_PASSWORD_A } }))
   t.equal(login.role, 'viewer')
-  t.equal(login.scope, 'policies:read agents:read decisions:read')
+  t.equal(login.scope, 'policies:read agents:read decisions:read mcp:read')
   const res = await app.call('POST', `/policies?organization_id=${vars.ORG_A}`, { token: login.access_token, json: { name: 'n', effect: 'deny', actions: ['a'] } })
   t.equal(res.status, 403)
   await res.body?.cancel()
