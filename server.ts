@@ -13,6 +13,7 @@ import type { Deps, Surface } from './routes/deps.ts'
 import { createConsoleSurface } from './routes/console.ts'
 import { createDiscoverySurface } from './routes/discovery.ts'
 import { createLeadSurface } from './routes/leads.ts'
+import { createMcpSurface, MCP_PATH } from './routes/mcp.ts'
 import { createProductSurface } from './routes/product.ts'
 import { createServices } from './services/index.ts'
 import { startJobs, type Jobs } from './jobs/index.ts'
@@ -67,10 +68,12 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
   const services = createServices(config, deps)
   const leads = createLeadSurface(config, deps)
   const product = createProductSurface(config, deps, services)
-  // Discovery describes the other surfaces: its documents are built once from their routes.
-  const discovery = createDiscoverySurface(config, [leads, product])
+  const mcp = createMcpSurface(config, deps, services)
+  // Discovery describes the other surfaces: its documents are built once from their routes. The
+  // MCP gateway is not an OpenAPI operation; only its protected-resource metadata is served.
+  const discovery = createDiscoverySurface(config, [leads, product], [MCP_PATH])
   // The console is not an API: it serves files, and the discovery documents leave it out.
-  const all: Surface[] = [discovery, product, leads, createConsoleSurface(config)]
+  const all: Surface[] = [discovery, product, leads, createConsoleSurface(config), mcp]
   const combined = createFetch(all, { config, deps, fallback: leads })
   let started = false
   let jobs: Jobs | null = null

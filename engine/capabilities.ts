@@ -8,7 +8,7 @@
 // own entry. A `*` in P is treated as a character the other pattern's literals cannot match,
 // which makes "Q matches the text of P" exactly "every action P matches, Q matches".
 import { compilePattern } from './patterns.ts'
-import type { CompiledPolicy, CompiledPolicySet } from './policyset.ts'
+import { candidatesFor, type CompiledPolicy, type CompiledPolicySet } from './policyset.ts'
 import type { AgentStatus, Decision, Effect, OrganizationSettings, Rule } from './types.ts'
 
 export type Capability = Decision | 'conditional'
@@ -51,6 +51,14 @@ export function capabilitiesOf(set: CompiledPolicySet, settings: OrganizationSet
   const rule = ruleFor(settings, agent.status)
   if (rule !== null) return patterns.map((action) => ({ action, decision: 'deny', condition: null, otherwise: null, policies: [], rule }))
   return patterns.map((action) => entryFor(action, governing, settings))
+}
+
+/** The agent's capability for one concrete action (an MCP tool's, say), from the policies that can apply to it. */
+export function capabilityOf(set: CompiledPolicySet, settings: OrganizationSettings, agent: CapabilityAgent, action: string): CapabilityEntry {
+  const rule = ruleFor(settings, agent.status)
+  if (rule !== null) return { action, decision: 'deny', condition: null, otherwise: null, policies: [], rule }
+  const governing = candidatesFor(set, action).filter((policy) => policy.mode === 'enforce' && policy.matchAgent(agent.handle))
+  return entryFor(action, governing, settings)
 }
 
 function ruleFor(settings: OrganizationSettings, status: AgentStatus): Rule | null {

@@ -5,6 +5,6 @@ export { compileCondition, MAX_CONDITION_BYTES, type CompiledCondition, type Con
 export { candidatesFor, compilePolicy, compilePolicySet, normalizeApproval, type CompiledPolicy, type CompiledPolicySet, type CompileProblem } from './policyset.ts'
 export { applyingPolicies, combineApprovals, decide, type ApprovalRequirement, type DecisionOutcome, type DecisionRequest, type DecisionView } from './decide.ts'
 export { argsSha256, canonicalJson, canonicalSha256, CanonicalJsonError, type BoundCall } from './canonical.ts'
-export { capabilitiesOf, type Capability, type CapabilityAgent, type CapabilityEntry, type CapabilityPolicy } from './capabilities.ts'
+export { capabilitiesOf, capabilityOf, type Capability, type CapabilityAgent, type CapabilityEntry, type CapabilityPolicy } from './capabilities.ts'
 export { DEFAULT_REPLAY_SAMPLE, replay, type LoggedDecision, type ReplayResult, type ReplaySample } from './replay.ts'
 export * from './types.ts'

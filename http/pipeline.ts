@@ -68,7 +68,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       })
     }
     // The one place a Response is built, from a plain headers record nothing reads back.
-    return new Response(request.method === 'HEAD' ? null : reply.body, { status: reply.status, headers: reply.headers })
+    return new Response(request.method === 'HEAD' ? null : (reply.stream ?? reply.body), { status: reply.status, headers: reply.headers })
   }
 
   /** A request the router could not take (or CONNECT). */

@@ -11,6 +11,11 @@ export interface Reply {
   readonly status: number
   readonly body: string | null
   /**
+   * A body that streams instead (the MCP gateway's server-sent events): sent in place of `body`,
+   * which is then null. Only a route sets it; refusals never do.
+   */
+  readonly stream?: ReadableStream<Uint8Array>
+  /**
    * Lower-cased names, so a later header replaces an earlier one of the same name as
    * Headers.set does (and as Headers wrote them to the wire). Owned by this reply, never shared.
    */

@@ -90,8 +90,10 @@ function protectedPaths(surfaces: readonly PublishedSurface[]): string[] {
 /**
  * @param others the surfaces whose routes the OpenAPI document, agents.json and llms.txt
  *   describe (the discovery surface adds its own routes).
+ * @param resources more protected paths with a metadata document of their own, not described
+ *   in those documents (the MCP gateway's /mcp).
  */
-export function createDiscoverySurface(config: Config, others: readonly PublishedSurface[] = []): Surface {
+export function createDiscoverySurface(config: Config, others: readonly PublishedSurface[] = [], resources: readonly string[] = []): Surface {
   const builders = new Map<string, () => StaticDocument>()
   const documents = new Map<string, StaticDocument>()
   const documentFor = (key: string): StaticDocument => {
@@ -117,7 +119,7 @@ export function createDiscoverySurface(config: Config, others: readonly Publishe
       path: '/.well-known/oauth-protected-resource/:resource_path+',
       handler: (request: IRequest) => {
         suffixes ??= new Map(
-          [...protectedResourceSuffixes(config, protectedPaths(others))].map(([suffix, resource]) => [suffix, jsonDocument(buildProtectedResourceMetadata(config, resource))]),
+          [...protectedResourceSuffixes(config, [...protectedPaths(others), ...resources])].map(([suffix, resource]) => [suffix, jsonDocument(buildProtectedResourceMetadata(config, resource))]),
         )
         const document = suffixes.get(request.params.resource_path ?? '')
         // RFC 9728 §3.1: never a mismatching `resource`; 404 sends the client to the root document.
