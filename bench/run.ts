@@ -3,6 +3,7 @@
 // no server of one section is up during another:
 //   pipeline   bench/pipeline.ts       404, 400, 401 and /health vs Fastify and a bare fetch function
 //   decisions  bench/decision-pair.ts  POST /decisions vs a new lead's POST /demo-request, PGlite and PostgreSQL
+//   mcp        bench/mcp-gateway.ts    an MCP tools/call through the gateway vs POST /decisions and vs the upstream alone
 //   engine     bench/engine.ts         one decision over 1,000 policies vs cedar-wasm
 //   replay     bench/replay.ts         100,000 logged decisions replayed, PGlite and PostgreSQL
 //   audit      bench/audit.ts          what the audit event costs a policy or key create
@@ -10,7 +11,7 @@
 //   startup    bench/startup.ts        time to the first /health 200 and memory
 // BENCH_ONLY=pipeline,decisions (any of the names) runs those alone and prints them; they are
 // written only to BENCH_OUT (a file name under bench/) if set, never to RESULTS.md.
-// BENCH_SECONDS and BENCH_ROUNDS shorten or lengthen the throughput windows of the first two.
+// BENCH_SECONDS and BENCH_ROUNDS shorten or lengthen the throughput windows of the first three.
 // PostgreSQL: BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
@@ -19,7 +20,7 @@ import os from 'node:os'
 import { createScratchDatabase, findPostgres, ROOT, tsx } from './lib.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
-const SECTIONS = ['pipeline', 'decisions', 'engine', 'replay', 'audit', 'approvals', 'startup'] as const
+const SECTIONS = ['pipeline', 'decisions', 'mcp', 'engine', 'replay', 'audit', 'approvals', 'startup'] as const
 type Section = (typeof SECTIONS)[number]
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean) ?? null
 for (const name of only ?? []) {
@@ -67,6 +68,7 @@ const postgres: Record<string, string> = adminUrl ? { BENCH_DATABASE_URL: adminU
 const run: Record<Section, () => Promise<string>> = {
   pipeline: () => script('HTTP pipeline', 'bench/pipeline.ts', windows, postgres, 900_000),
   decisions: () => script('Decisions over HTTP', 'bench/decision-pair.ts', windows, postgres, 900_000),
+  mcp: () => script('MCP gateway', 'bench/mcp-gateway.ts', windows, postgres, 900_000),
   engine: () => script('Policy engine', 'bench/engine.ts', ['--evaluations', '50000', '--cedar', '1000', '--replay', '100000'], {}, 300_000),
   replay: () => onBothDatabases('Replay of 100,000 logged decisions through the database (bench/replay.ts; goal ≤ 5 s)', 'bench/replay.ts', ['--runs', '2'], 300_000),
   audit: () => onBothDatabases('Audit writing: policy and key create with and without the event (bench/audit.ts)', 'bench/audit.ts', [], 600_000),
