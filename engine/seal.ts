@@ -58,6 +58,8 @@ export interface SealedDecisionRow {
   requested_by: string
   evaluated_at: string
   xid: number | string
+  /** Which door asked (null: POST /decisions); absent from rows read before the column existed. */
+  via?: string | null
 }
 
 /** The hashed form of an audit event: every column, the timestamp as microsecond ISO text. */
@@ -99,6 +101,8 @@ export function decisionSealJson(row: SealedDecisionRow): Record<string, unknown
     requested_by: row.requested_by,
     evaluated_at: row.evaluated_at,
     xid: Number(row.xid),
+    // Only when set, so every decision sealed before the column existed hashes as it did.
+    ...(row.via == null ? {} : { via: row.via }),
   }
 }
 

@@ -92,7 +92,7 @@ async function readPage(db: Db, query: ReturnType<typeof sql<{ page: string | nu
 const EVENT_COLUMNS: readonly (keyof SealedEventRow)[] = ['event_id', 'organization_id', 'occurred_at', 'actor_type', 'actor_id', 'type', 'target_type', 'target_id', 'data', 'request_id', 'xid']
 const DECISION_COLUMNS: readonly (keyof SealedDecisionRow)[] = [
   'decision_id', 'organization_id', 'agent_id', 'agent_handle', 'action', 'resource', 'args', 'context', 'args_sha256', 'decision',
-  'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at', 'xid',
+  'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at', 'xid', 'via',
 ]
 
 function fromTuple<Row>(columns: readonly string[], tuple: unknown[]): Row {
@@ -127,7 +127,7 @@ export async function digestRange(db: Db, organizationId: string, from: number, 
           db,
           sql<{ page: string | null }>`select json_agg(json_build_array(decision_id, organization_id, agent_id, agent_handle, action, resource, args,
             context, args_sha256, decision, policy_decision, reasons, monitor, errors, approval_id, ruleset_revision, requested_by,
-            to_char(evaluated_at at time zone 'UTC', ${ISO}), xid) order by xid, decision_id)::text as page
+            to_char(evaluated_at at time zone 'UTC', ${ISO}), xid, via) order by xid, decision_id)::text as page
           from (select * from decisions where organization_id = ${organizationId} and xid >= ${from} and xid < ${to}
             ${after ? sql`and (xid, decision_id) > (${Number(after.xid)}, ${after.decision_id}::uuid)` : sql``}
             order by xid, decision_id limit ${pageRows}) d`,

@@ -105,8 +105,13 @@ t.test('a row is hashed as its RFC 8785 canonical JSON', async (t) => {
   const event = eventSealJson({ event_id: '7', organization_id: 'o', occurred_at: '2026-01-01T00:00:00.000001Z', actor_type: 'system', actor_id: null, type: 'policy.created', target_type: 'policy', target_id: 'p', data, request_id: 'r', xid: '12' })
   t.equal(canonicalRow(event), canonicalJson(event))
   t.match(canonicalRow(event), /^\{"actor_id":null,"actor_type":"system","data":\{"":\[\],"a":\{"x":1e\+21,"y":true\}/)
-  const decision = decisionSealJson({ decision_id: 'd', organization_id: 'o', agent_id: 'a', agent_handle: 'bot', action: 'x.y', resource: '*', args: { n: [1, 2] }, context: {}, args_sha256: 'f', decision: 'allow', policy_decision: 'deny', reasons: [{ rule: 'r', policy_id: 'p' }], monitor: [], errors: [], approval_id: null, ruleset_revision: 3, requested_by: 'operator', evaluated_at: 'now', xid: 5 })
+  const row = { decision_id: 'd', organization_id: 'o', agent_id: 'a', agent_handle: 'bot', action: 'x.y', resource: '*', args: { n: [1, 2] }, context: {}, args_sha256: 'f', decision: 'allow', policy_decision: 'deny', reasons: [{ rule: 'r', policy_id: 'p' }], monitor: [], errors: [], approval_id: null, ruleset_revision: 3, requested_by: 'operator', evaluated_at: 'now', xid: 5 }
+  const decision = decisionSealJson({ ...row, via: null })
   t.equal(canonicalRow(decision), canonicalJson(decision))
+  t.notOk('via' in decision, 'a decision asked through POST /decisions (via null) hashes as before the column existed')
+  const gateway = decisionSealJson({ ...row, via: 'mcp' })
+  t.equal(gateway.via, 'mcp', 'the door a decision came through is sealed when set')
+  t.not(canonicalRow(gateway), canonicalRow(decision))
 })
 
 
