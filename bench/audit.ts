@@ -19,7 +19,7 @@
 //   with git log -S AuditBy): the code as it was then. This also counts everything else that
 //   changed in those functions since (columns, checks), in either direction.
 import { execFileSync } from 'node:child_process'
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -49,12 +49,12 @@ function git(...argv: string[]): string {
 const baseline = args.baseline ?? 'removed'
 // The first commit that passed an AuditBy to the policy storage functions; its parent wrote no event.
 const rev = baseline === 'first' ? `${git('log', '--format=%H', '-S', 'AuditBy', '--reverse', '--', 'storage/policies.ts').split('\n')[0]}^` : baseline
-const SOURCES = ['storage', 'domain', 'engine', 'config.ts', 'log.ts', 'package.json']
-// The request-level comparison needs the whole server in the copy.
-const SERVER_SOURCES = ['server.ts', 'cli', 'http', 'routes', 'wellknown', 'console', 'fixtures', 'docs', 'README.md']
+// The copy holds the whole server (the request-level comparison needs it), not the tests, the
+// benchmarks or what an install or a run leaves behind.
+const LEFT_OUT = new Set(['node_modules', 'tests', 'bench', 'ci', 'data'])
 const baseDir = mkdtempSync(join(tmpdir(), 'steward-bench-audit-base-'))
 if (baseline === 'removed') {
-  for (const source of [...SOURCES, ...SERVER_SOURCES]) cpSync(join(ROOT, source), join(baseDir, source), { recursive: true })
+  for (const entry of readdirSync(ROOT)) if (!entry.startsWith('.') && !LEFT_OUT.has(entry)) cpSync(join(ROOT, entry), join(baseDir, entry), { recursive: true })
   // Every event goes through these two functions; the copy returns before writing any.
   const auditFile = join(baseDir, 'storage', 'audit.ts')
   const anchors = ['  if (events.length === 0) return\n', '  if (events.length === 0) return run(query.sql, query.parameters)\n']
@@ -65,7 +65,7 @@ if (baseline === 'removed') {
   }
   writeFileSync(auditFile, text)
 } else {
-  execFileSync('sh', ['-c', `git archive ${rev} ${SOURCES.join(' ')} | tar -x -C ${baseDir}`], { cwd: ROOT })
+  execFileSync('sh', ['-c', `git archive ${rev} | tar -x -C ${baseDir}`], { cwd: ROOT })
 }
 symlinkSync(join(ROOT, 'node_modules'), join(baseDir, 'node_modules'))
 const basePolicies = await import(pathToFileURL(join(baseDir, 'storage/policies.ts')).href)
