@@ -12,6 +12,8 @@ import { serve } from '../cli/serve.ts'
 import { freePort } from '../bench/lib.ts'
 import { insertPolicy } from './governance-support.ts'
 import { DATABASE_KIND } from './helpers.ts'
+import { startUpstream } from '../examples/mcp-upstream.ts'
+import { modernClient } from './mcp-support.ts'
 import { buildPorc, toolhiveRequest, type ToolhiveConfig } from './mcp-toolhive-client.ts'
 import { jsonOf, productApp } from './product-support.ts'
 
@@ -32,7 +34,7 @@ async function run(): Promise<void> {
 
   const port = await freePort()
   const origin = `http://127.0.0.1:${port}`
-  const world = await productApp(t, { env: { PORT: String(port), HOST: '127.0.0.1', APP_URL: origin, PRODUCT_API_URL: origin, BASE_URL: origin } })
+  const world = await productApp(t, { env: { PORT: String(port), HOST: '127.0.0.1', APP_URL: origin, PRODUCT_API_URL: origin, BASE_URL: origin, MCP_ALLOW_PRIVATE: 'true' } })
   const served = await serve(world.app, world.config)
   t.teardown(() => served.close())
   const { vars } = world
@@ -86,10 +88,10 @@ async function run(): Promise<void> {
     t.match(await card.textContent(), /Tool create_issue on server github/)
     t.match(await card.textContent(), /Broken link on the pricing page/)
     t.match(await card.textContent(), /alice@example\.com/, 'on behalf of the person ToolHive authenticated')
-    await page.getByText('Waiting for a decision.').waitFor()
+    await page.locator('main').getByText('Waiting for a decision.').waitFor()
     await axe('mcp-approval')
     await card.getByRole('button', { name: 'Approve' }).click()
-    await page.getByText(/^Approved: the call goes through once/).waitFor()
+    await page.locator('main').getByText(/^Approved: the call goes through once/).waitFor()
     t.equal(await page.getByRole('button', { name: 'Approve' }).count(), 0, 'nothing left to decide')
     const retried = await ask('create_issue', args)
     t.same([retried.allow, retried.reasons], [true, [{ rule: 'approval' }]])
@@ -115,6 +117,35 @@ async function run(): Promise<void> {
     t.match(text, /On behalf ofalice@example\.com/)
     t.match(text, /Tool arguments/)
     await axe('mcp-decision')
+  })
+
+  await t.test('a call through the MCP gateway shows its tool, arguments and client', async (t) => {
+    const upstream = await startUpstream()
+    t.teardown(() => upstream.close())
+    t.equal((await world.call('POST', '/mcp/servers', { token: vars.ADMIN_KEY_A, json: { name: 'demo', url: upstream.url } })).status, 201)
+    await insertPolicy(world.db, A, { name: 'Echo', effect: 'allow', actions: ['mcp.demo.echo'] }, new Date(world.clock.now))
+    const client = await modernClient(t, world, key)
+    const result = await client.callTool({ name: 'demo__echo', arguments: { text: 'seen in the console' } })
+    t.notOk(result.isError)
+    await page.getByRole('navigation').getByRole('link', { name: 'Approvals', exact: true }).click()
+    await page.getByRole('navigation').getByRole('link', { name: 'Decisions', exact: true }).click()
+    await page.getByLabel('Through').selectOption('mcp')
+    await page.getByRole('button', { name: 'Filter' }).click()
+    // The unfiltered page loads first: wait for the filtered one, which holds no ToolHive call.
+    await page.waitForFunction(() => [...document.querySelectorAll('tbody tr')].every((row) => !row.textContent?.includes('mcp.github.')))
+    const row = page.getByRole('row').filter({ hasText: 'mcp.demo.echo' })
+    await row.waitFor()
+    t.equal(await page.getByRole('row').filter({ hasText: 'ToolHive' }).count(), 0, 'only gateway traffic')
+    t.match(await row.textContent(), /Tool echo on server demo/)
+    t.match(await row.textContent(), /"text":"seen in the console"/)
+    t.match(await row.textContent(), /MCP gateway/)
+    await row.getByRole('link', { name: /Details/ }).click()
+    await page.getByRole('heading', { level: 1, name: /Decision/ }).waitFor()
+    const text = await page.locator('main').textContent()
+    t.match(text, /ThroughMCP gateway/)
+    t.match(text, /MCP clientmodern-test-client 2\.0\.0/)
+    t.match(text, /seen in the console/)
+    await axe('mcp-gateway-decision')
   })
 
   t.test('no script error and no Content-Security-Policy violation', async (t) => {
