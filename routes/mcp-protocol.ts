@@ -23,6 +23,8 @@ import {
   type McpRequestContext,
   type ServerContext,
 } from '@modelcontextprotocol/server'
+import { isDatabaseUnavailable } from '../http/errors.ts'
+import type { Logger } from '../log.ts'
 import type { Principal } from '../services/credentials.ts'
 import { toolError, type CallOutcome, type GatewayCaller, type McpGateway, type PendingApproval, type ToolCall } from '../services/mcp-gateway.ts'
 import type { RequestState, RequestStateCodec } from '../services/mcp-gateway-state.ts'
@@ -43,6 +45,7 @@ export interface McpProtocolOptions {
   readonly gateway: McpGateway
   readonly codec: RequestStateCodec
   readonly holdMs: number
+  readonly logger: Logger
 }
 
 function extraOf(ctx: { readonly http?: { readonly authInfo?: { readonly extra?: Record<string, unknown> } } }): McpAuthExtra {
@@ -91,9 +94,28 @@ function stillPending(approval: { approvalId: string; url: string; expiresAt: Da
 
 const unknownTool = (name: string) => new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${name} not found`)
 
+/**
+ * A handler whose failures other than protocol errors are logged and answered as a bare internal
+ * error: the SDK would send an error's own message, and a database's can name its tables.
+ */
+function shielded<A extends unknown[], R>(logger: Logger, method: string, handler: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return (...args) =>
+    handler(...args).catch((error: unknown) => {
+      if (error instanceof ProtocolError) throw error
+      const unavailable = isDatabaseUnavailable(error)
+      const e = error as { name?: unknown; code?: unknown; message?: unknown }
+      logger.log(unavailable ? 'warn' : 'error', 'MCP request failed', { method, error: String(e?.name ?? 'Error'), code: typeof e?.code === 'string' ? e.code : null, message: unavailable ? null : String(e?.message ?? '').slice(0, 300) })
+      throw new ProtocolError(ProtocolErrorCode.InternalError, unavailable ? 'Service temporarily unavailable; try again shortly' : 'Internal error')
+    })
+}
+
 /** The factory createMcpHandler calls for every request. */
 export function mcpServerFactory(options: McpProtocolOptions): (ctx: McpRequestContext) => Server {
-  const { gateway, codec, holdMs } = options
+  const { gateway, codec, holdMs, logger } = options
+  const listTools = shielded(logger, 'tools/list', async (caller: GatewayCaller) => ({ tools: await gateway.listTools(caller) }))
+  const callTool = shielded(logger, 'tools/call', (era: McpRequestContext['era'], ctx: ServerContext, caller: GatewayCaller, call: ToolCall, token: string | number | undefined) =>
+    era === 'modern' ? modernCall(ctx, caller, call, token) : legacyCall(ctx, caller, call, token),
+  )
 
   async function legacyCall(ctx: ServerContext, caller: GatewayCaller, call: ToolCall, token: string | number | undefined): Promise<CallToolResult> {
     const first = await gateway.call(caller, call, null, ctx.mcpReq.signal)
@@ -151,12 +173,12 @@ export function mcpServerFactory(options: McpProtocolOptions): (ctx: McpRequestC
       instructions: INSTRUCTIONS,
       requestState: { verify: (text, ctx) => codec.verify(text, ctx) },
     })
-    server.setRequestHandler('tools/list', async (_request, ctx) => ({ tools: await gateway.listTools(callerOf(ctx, era)) }))
+    server.setRequestHandler('tools/list', (_request, ctx) => listTools(callerOf(ctx, era)))
     server.setRequestHandler('tools/call', async (request, ctx) => {
       const caller = callerOf(ctx, era)
       const call: ToolCall = { name: request.params.name, args: (request.params.arguments ?? {}) as Record<string, unknown> }
       const token = request.params._meta?.progressToken
-      return era === 'modern' ? modernCall(ctx, caller, call, token) : legacyCall(ctx, caller, call, token)
+      return callTool(era, ctx, caller, call, token)
     })
     return server
   }

@@ -96,7 +96,7 @@ export function createMcpSurface(config: Config, deps: Deps, services: Services)
   const clients = createUpstreamClients({ logger: deps.logger, timeoutMs: config.mcpUpstreamTimeoutMs, outbound: { allowPrivate: config.mcpAllowPrivate, setting: 'MCP_ALLOW_PRIVATE' }, clock: deps.clock })
   const gateway = createMcpGateway({ db: deps.db, clock: deps.clock, logger: deps.logger, config, decisions: services.decisions, hub: services.approvals, sets: services.sets, upstreams: services.mcpServers, clients })
   const codec = createRequestStateCodecFor(services.secrets, deps.logger, deps.clock)
-  const factory = mcpServerFactory({ gateway, codec, holdMs: config.mcpApprovalHoldSeconds * 1000 })
+  const factory = mcpServerFactory({ gateway, codec, holdMs: config.mcpApprovalHoldSeconds * 1000, logger: deps.logger })
   const handlers = new Map<string, McpHttpHandler>()
   const watch = createListWatch({ db: deps.db, logger: deps.logger, notify: (organizationId) => handlers.get(organizationId)?.notify.toolsChanged() })
   const unsubscribe = [

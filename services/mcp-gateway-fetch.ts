@@ -57,12 +57,28 @@ export function createGuardedFetch(policy: OutboundPolicy): GuardedFetch {
             resolve(new Response(null, { status, headers: responseHeaders }))
             return
           }
+          const init = { status, statusText: answer.statusMessage ?? '', headers: responseHeaders }
+          const tooLarge = () => new Error(`the upstream answer is larger than ${MAX_UPSTREAM_ANSWER_BYTES} bytes`)
+          // An event stream is passed on as it comes; any other answer (JSON) is read whole first,
+          // which costs less than a web stream for the few chunks it has.
+          if ((answer.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+            let read = 0
+            answer.on('data', (chunk: Buffer) => {
+              read += chunk.length
+              if (read > MAX_UPSTREAM_ANSWER_BYTES) answer.destroy(tooLarge())
+            })
+            resolve(new Response(Readable.toWeb(answer) as ReadableStream<Uint8Array>, init))
+            return
+          }
+          const chunks: Buffer[] = []
           let read = 0
           answer.on('data', (chunk: Buffer) => {
             read += chunk.length
-            if (read > MAX_UPSTREAM_ANSWER_BYTES) answer.destroy(new Error(`the upstream answer is larger than ${MAX_UPSTREAM_ANSWER_BYTES} bytes`))
+            if (read > MAX_UPSTREAM_ANSWER_BYTES) answer.destroy(tooLarge())
+            else chunks.push(chunk)
           })
-          resolve(new Response(Readable.toWeb(answer) as ReadableStream<Uint8Array>, { status, statusText: answer.statusMessage ?? '', headers: responseHeaders }))
+          answer.on('end', () => resolve(new Response(Buffer.concat(chunks), init)))
+          answer.on('error', reject)
         },
       )
       outgoing.on('error', reject)

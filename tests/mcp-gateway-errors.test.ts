@@ -11,7 +11,7 @@ import { createTestApp } from './helpers.ts'
 import { appFetch, legacyClient, MCP_URL, mcpWorld, modernClient, textOf } from './mcp-support.ts'
 import { jsonOf, type ProductApp } from './product-support.ts'
 
-const world = await mcpWorld(t, { MCP_UPSTREAM_TIMEOUT_MS: '800', MCP_ALLOWED_ORIGINS: 'https://tools.example.com' })
+const world = await mcpWorld(t, { MCP_UPSTREAM_TIMEOUT_MS: '800', MCP_ALLOWED_ORIGINS: 'https://tools.example.com', MCP_APPROVAL_HOLD_SECONDS: '1' })
 const { app, keys, upstream } = world
 const { vars } = app
 const calls = (tool: string) => upstream.calls.byTool[tool] ?? 0
@@ -146,6 +146,24 @@ t.test('a resource argument: the decision acts on its value; missing or structur
   t.match(textOf(structured), /argument "text" names the resource this call acts on and must be a string, number or boolean/)
   t.equal(calls('echo'), before + 1, 'only the allowed call went upstream')
   t.equal((await app.call('PATCH', `/mcp/servers/${server.server_id}`, { token: vars.ADMIN_KEY_A, json: { resource_argument: null } })).status, 200)
+})
+
+t.test('a 2025 call still pending when the hold ends: a tool error naming the approval; calling again waits on the same one', async (t) => {
+  const client = await legacyClient(t, app, keys.bot)
+  const ask = () => client.callTool({ name: 'demo__refund', arguments: { order: 'held-1', amount: 3 } }) as Promise<{ isError?: boolean; content: unknown }>
+  const first = await ask()
+  t.equal(first.isError, true)
+  t.match(textOf(first), /^Steward holds this call until a person approves it: approval ([0-9a-f-]{36}) is still pending \(decide it at https:\/\/app\.example\.com\/console\/#\/approvals\/\1; it expires at [^)]+\)\. Call the tool again with the same arguments to keep waiting; nothing was sent upstream\.$/)
+  const approvalId = /approval ([0-9a-f-]{36})/.exec(textOf(first))![1]
+  t.match(textOf(await ask()), new RegExp(`approval ${approvalId} is still pending`), 'the same approval, not a second one')
+  const asked = await app.db.selectFrom('approvals').select('approval_id').where('action', '=', 'mcp.demo.refund').where('organization_id', '=', vars.ORG_A!).execute()
+  t.equal(asked.filter((row) => row.approval_id === approvalId).length, 1)
+  t.equal(asked.length, 1, 'people were asked once')
+  await app.call('POST', `/approvals/${approvalId}/approve`, { token: world.ownerToken, json: {} })
+  const before = calls('refund')
+  t.same((await ask()).content, [{ type: 'text', text: 'Refunded 3 EUR on order held-1' }], 'once approved, the next identical call goes through')
+  t.equal(calls('refund'), before + 1)
+  t.equal((await ask()).isError, true, 'and the approval is used up: the call after waits on a new one')
 })
 
 t.test('an upstream that hangs or answers garbage: a tool error, never a 5xx nor an allow', async (t) => {

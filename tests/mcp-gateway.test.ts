@@ -6,6 +6,7 @@
 import t from 'tap'
 import { ProtocolError } from '@modelcontextprotocol/client'
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
+import { jsonOf } from './product-support.ts'
 import { eventually, gatewayDecisions, legacyClient, mcpWorld, modernClient, pendingApprovals, textOf, vote } from './mcp-support.ts'
 
 const world = await mcpWorld(t)
@@ -123,6 +124,19 @@ t.test('changed arguments after approval are denied; the approval stays for the 
   t.equal(calls('refund'), before + 1)
 })
 
+t.test('a declined elicitation ends the call with a tool error; the approval stays pending for a later call', async (t) => {
+  const client = await modernClient(t, app, keys.bot, { capabilities: { elicitation: { url: {} } }, inputRequired: { autoFulfill: false } })
+  const first = await manualCall(client, { order: 'o-7', amount: 2 })
+  t.equal(first.inputRequests.steward_approval.params.mode, 'url', 'a URL-mode elicitation')
+  const declined = await client.request(
+    { method: 'tools/call', params: { name: 'demo__refund', arguments: { order: 'o-7', amount: 2 }, requestState: first.requestState, inputResponses: { steward_approval: { action: 'decline' } } } },
+    { allowInputRequired: true },
+  )
+  t.equal((declined as { isError?: boolean }).isError, true)
+  t.match(textOf(declined as { content?: unknown }), /^The approval page was not opened; approval [0-9a-f-]{36} stays pending/)
+  t.ok((await pendingApprovals(app)).some((approval) => approval.args.order === 'o-7'), 'still pending')
+})
+
 t.test('two concurrent retries with one approval: one upstream call; a replay is a deny; a forged state is refused', async (t) => {
   const client = await modernClient(t, app, keys.bot, { inputRequired: { autoFulfill: false } })
   const args = { order: 'o-5', amount: 3 }
@@ -166,4 +180,11 @@ t.test('a policy change reaches a listening 2026 client as list_changed, and the
   await eventually(async () => changes > 0)
   t.pass('notifications/tools/list_changed arrived')
   t.same((await client.listTools({}, { cacheMode: 'refresh' })).tools.map((tool) => tool.name), ['demo__refund'], 'echo is gone for this agent')
+  const servers = await jsonOf(await app.call('GET', '/mcp/servers', { token: app.vars.VIEWER_KEY_A }))
+  const demo = servers.servers.find((server: { name: string }) => server.name === 'demo')
+  const seen = changes
+  t.equal((await app.call('PATCH', `/mcp/servers/${demo.server_id}`, { token: app.vars.ADMIN_KEY_A, json: { enabled: false } })).status, 200)
+  await eventually(async () => changes > seen)
+  t.same((await client.listTools({}, { cacheMode: 'refresh' })).tools, [], 'a disabled upstream is announced too, and lists nothing')
+  await app.call('PATCH', `/mcp/servers/${demo.server_id}`, { token: app.vars.ADMIN_KEY_A, json: { enabled: true } })
 })
