@@ -4,7 +4,7 @@
 import * as v from 'valibot'
 import type { PipelineConfig, RequestContext } from './context.ts'
 import type { BodyDoc, BodyMediaType } from './surface.ts'
-import { HttpError } from './errors.ts'
+import { fixedError, HttpError } from './errors.ts'
 import { parseForm, parseJsonObject } from './body-parse.ts'
 import { mediaType, readText } from './body-text.ts'
 
@@ -80,11 +80,21 @@ function checkWith<S extends v.GenericSchema>(schema: S, input: unknown, precede
   if (precedence.length > 0) {
     const early = v.safeParse(schema, input, FIRST_ISSUE_ONLY)
     if (early.success) return early.output
-    if (early.issues[0].message === precedence[0]) return new HttpError(400, precedence[0]!)
+    if (early.issues[0].message === precedence[0]) return precedenceRefusal(precedence[0]!)
   }
   const result = v.safeParse(schema, input)
   return result.success ? result.output : new HttpError(400, firstProblem(result.issues, precedence))
 }
+
+/** The 400 of a precedence message, the same on every request that earns it: a fixed refusal, made once. */
+function precedenceRefusal(message: string): HttpError {
+  let refusal = PRECEDENCE_REFUSALS.get(message)
+  if (refusal === undefined) PRECEDENCE_REFUSALS.set(message, (refusal = fixedError(400, message)))
+  return refusal
+}
+
+/** The messages come from the routes' body docs: a few, fixed in the code. */
+const PRECEDENCE_REFUSALS = new Map<string, HttpError>()
 
 /** The message of the problem that wins: a listed message in order, then an unknown field, then the first. */
 function firstProblem(issues: readonly v.BaseIssue<unknown>[], precedence: readonly string[]): string {

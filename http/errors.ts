@@ -29,6 +29,11 @@ const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 /**
  * The one error type. `message` is safe to show to the client; `code` is an optional
  * machine-readable code (the OAuth token endpoint uses RFC 6749 §5.2 codes).
+ *
+ * An HttpError is an answer, not a fault: nothing shows or logs where it was made, and unknown
+ * paths and bad bodies make one per request. So it captures no stack trace (capturing one is
+ * dear beside the rest of such an answer): its `stack` is its first line only, "HttpError:
+ * message". Node builds some of its own errors the same way, with stackTraceLimit 0.
  */
 export class HttpError extends Error {
   override name = 'HttpError'
@@ -38,7 +43,10 @@ export class HttpError extends Error {
   /** Made by `fixedError`: shared by every request it answers, frozen, its body serialized once. */
   readonly fixed: boolean = false
   constructor(status: number, message: string, options: { headers?: Record<string, string>; code?: string } = {}) {
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(message)
+    Error.stackTraceLimit = limit
     this.status = status
     this.headers = options.headers ? Object.freeze({ ...options.headers }) : NO_HEADERS
     this.code = options.code ?? null

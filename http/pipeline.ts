@@ -16,8 +16,9 @@ export type { BodyDoc, BodyMediaType, Method, OperationDoc, PublishedRoute, Publ
 
 export interface FetchHandler {
   /**
-   * Answers a request: a Response when nothing had to be waited for (an unknown path), else a
-   * promise of one, as Bun.serve, Deno.serve and @hono/node-server accept. Callers `await` it.
+   * Answers a request: a Response when no route has the path's first segment (its 404 or a
+   * preflight), else a promise of one, as Bun.serve, Deno.serve and @hono/node-server accept.
+   * Callers `await` it.
    */
   fetch(request: Request, conn?: ConnectionInfo): Response | Promise<Response>
   /**

@@ -292,14 +292,17 @@ t.test("a surface's own headers are on every answer it gives: a route's, a refus
   t.same(Object.keys(refusedFirst.headers).filter((name) => name.toLowerCase() === 'cache-control'), ['cache-control'], 'one header, its name lower-cased')
 })
 
-t.test('an HttpError is an Error, its headers frozen', async (t) => {
+t.test('an HttpError is an Error without a stack trace, its headers frozen', async (t) => {
   const { HttpError } = await import('../http/errors.ts')
+  const limit = Error.stackTraceLimit
   const plain = new HttpError(404, 'No resource at /x')
   t.ok(plain instanceof Error, 'instanceof Error')
   t.ok(plain instanceof HttpError)
   t.equal(String(plain), 'HttpError: No resource at /x')
   t.same([plain.name, plain.message, plain.status, plain.code, plain.fixed], ['HttpError', 'No resource at /x', 404, null, false])
-  t.match(plain.stack, /^HttpError: No resource at \/x\n\s+at /, 'a stack, as any Error has')
+  t.equal(plain.stack, 'HttpError: No resource at /x', 'its first line only: no frames captured')
+  t.equal(Error.stackTraceLimit, limit, 'the limit is restored')
+  t.match(new Error('x').stack, /\n\s+at /, 'other errors keep theirs')
   t.same(plain.headers, {})
   t.ok(Object.isFrozen(plain.headers), 'no headers: frozen')
   const given = { 'Retry-After': '5' }
