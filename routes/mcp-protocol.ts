@@ -31,6 +31,8 @@ import type { RequestState, RequestStateCodec } from '../services/mcp-gateway-st
 
 export const SERVER_INFO = { name: 'steward', title: 'Steward MCP gateway', version: '1.0.0' }
 const ELICITATION_KEY = 'steward_approval'
+/** The longest an approved approval stays usable after its expiry (a policy's use_within_seconds, at most a day). */
+const MAX_USE_WINDOW_MS = 86_400_000
 const INSTRUCTIONS =
   'Steward governs every tool call: each is decided by the policies of your organization for this agent, and logged. A refused call comes back as a tool error that says which policies refused it; some calls wait until a person approves them.'
 
@@ -131,7 +133,7 @@ export function mcpServerFactory(options: McpProtocolOptions): (ctx: McpRequestC
   }
 
   async function askFor(ctx: ServerContext, pending: PendingApproval, call: ToolCall, withElicitation: boolean): Promise<InputRequiredResult> {
-    const requestState = await codec.mint({ approvalId: pending.approvalId, tool: call.name, expiresAt: pending.expiresAt.getTime() + 86_400_000 }, ctx)
+    const requestState = await codec.mint({ approvalId: pending.approvalId, tool: call.name, expiresAt: pending.expiresAt.getTime() + MAX_USE_WINDOW_MS }, ctx)
     if (!withElicitation) return inputRequired({ requestState })
     const capabilities = ((ctx.mcpReq.envelope ?? {}) as Record<string, unknown>)[CLIENT_CAPABILITIES_META_KEY] as { elicitation?: { url?: unknown; form?: unknown } } | undefined
     const elicitation = capabilities?.elicitation
@@ -156,8 +158,9 @@ export function mcpServerFactory(options: McpProtocolOptions): (ctx: McpRequestC
     }
     const record = await gateway.wait(caller, state.approvalId, { ms: holdMs, signal: ctx.mcpReq.signal, tickMs: tickMs(holdMs), tick: progressOf(ctx, token, state.approvalId) })
     const pendingOf = (outcome: CallOutcome | null): PendingApproval | null => (outcome?.kind === 'pending' ? outcome.approval : null)
-    if (record !== null && record.status === 'pending') {
-      return askFor(ctx, { approvalId: state.approvalId, expiresAt: record.expires_at, url: gateway.approvalUrl(state.approvalId), decisionId: null }, call, false)
+    // Still pending, or the client went away while it waited: the approval is left for a retry.
+    if ((record !== null && record.status === 'pending') || ctx.mcpReq.signal.aborted) {
+      return askFor(ctx, { approvalId: state.approvalId, expiresAt: record?.expires_at ?? new Date(state.expiresAt - MAX_USE_WINDOW_MS), url: gateway.approvalUrl(state.approvalId), decisionId: null }, call, false)
     }
     const outcome = await gateway.call(caller, call, state.approvalId, ctx.mcpReq.signal)
     if (outcome === null) throw unknownTool(call.name)

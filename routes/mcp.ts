@@ -120,6 +120,9 @@ export function createMcpSurface(config: Config, deps: Deps, services: Services)
     }
     handler = createMcpHandler(factory, {
       maxRequestBodySize: maxBody,
+      // A held call streams comment frames this often: well within the idle timeout a runtime may
+      // put on a quiet connection (Bun's is HEADERS_TIMEOUT_MS).
+      keepAliveMs: 5000,
       onerror: (error) => deps.logger.log('debug', 'MCP request refused', { organizationId, error: error.message.slice(0, 200) }),
     })
     handlers.set(organizationId, handler)
