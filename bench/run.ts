@@ -72,10 +72,11 @@ const run: Record<Section, () => Promise<string>> = {
   engine: () => script('Policy engine', 'bench/engine.ts', ['--evaluations', '50000', '--cedar', '1000', '--replay', '100000'], {}, 300_000),
   replay: () => onBothDatabases('Replay of 100,000 logged decisions through the database (bench/replay.ts; goal ≤ 5 s)', 'bench/replay.ts', ['--runs', '2'], 300_000),
   audit: () => onBothDatabases('Audit writing: policy and key create with and without the event (bench/audit.ts)', 'bench/audit.ts', [], 600_000),
-  approvals: () => script('Approvals', 'bench/approvals.ts', [], { BENCH_QUIET: '1', ...postgres }, 900_000),
+  approvals: () => script('Approvals', 'bench/approvals.ts', [], { BENCH_QUIET: '1', TRIALS: process.env.TRIALS ?? '100', ...postgres }, 900_000),
   startup: async () => {
     log('startup: bench/startup.ts')
-    return startupMarkdown(await measureStartup({ adminUrl, log: (line) => console.error(`# ${line}`) })).join('\n').trim()
+    // Two starts per row, not three: the section is the longest of the run.
+    return startupMarkdown(await measureStartup({ adminUrl, repeat: 2, log: (line) => console.error(`# ${line}`) }), 2).join('\n').trim()
   },
 }
 

@@ -192,11 +192,12 @@ export async function measureStartup(options: StartupOptions = {}): Promise<Star
 }
 
 /** The "Start-up" section of bench/RESULTS.md. */
-export function startupMarkdown(rows: readonly StartupRow[]): string[] {
+export function startupMarkdown(rows: readonly StartupRow[], repeat = 3): string[] {
+  const each = repeat === 1 ? 'one start' : repeat === 2 ? 'the slower of two starts' : `the median of ${repeat} starts`
   const lines = ['## Start-up: time to first /health 200 and memory of the process tree', '']
   lines.push(
     `Spawn to the first \`GET /health\` 200 (which queries the database), then the resident memory (RSS) of the process and all its ` +
-      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle; each row is the median of three starts (one fresh data directory or database each, then a restart of it), each start ${SETTLE_MS / 1000} s after the previous process exited. "first start" is an empty data directory ` +
+      `descendants, summed from /proc, just after that answer and after ${IDLE_MS / 1000} s idle; each row is ${each} (one fresh data directory or database each, then a restart of it), each start ${SETTLE_MS / 1000} s after the previous process exited. "first start" is an empty data directory ` +
       '(PGlite) or an empty database (PostgreSQL); "no template" is the first PGlite start after an install, which runs initdb once ' +
       `and caches its output under node_modules/.cache/steward. Goals on PGlite: first start ≤ ${GOALS.pgliteFirstMs / 1000} s, restart ≤ ` +
       `${GOALS.pgliteRestartMs / 1000} s, idle tree ≤ ${GOALS.rssMiB} MiB. \`node --import tsx bench/startup.ts\` runs this section alone.`,

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process'
 
 export const DATABASE_INDEPENDENT = [
   'tests/architecture.test.ts',
-  'tests/bench-scenarios.test.ts',
+  'tests/bench-*.test.ts',
   'tests/cli-prompt.test.ts',
   'tests/client-address.test.ts',
   'tests/config.test.ts',
