@@ -56,7 +56,7 @@ interface Result {
   readonly samples: Map<Route, Throughput[]>
   readonly ratio: number | null
   readonly rate: number
-  readonly latency: { gateway: ReturnType<typeof medianLatency>; direct: ReturnType<typeof medianLatency> }
+  readonly latency: Record<'gateway' | 'decisions' | 'direct', ReturnType<typeof medianLatency>>
   /** 200s the gateway answered, and tools/call requests the upstream served meanwhile. */
   readonly forwarded: { answered: number; served: number }
 }
@@ -130,12 +130,13 @@ async function measure(database: 'pglite' | 'postgres', adminUrl: string | null)
     const gateway = samples.get('gateway')!
     const decisions = samples.get('decisions')!
     const ratios = gateway.map((g, i) => g.rps / (decisions[i]?.rps ?? NaN)).filter(Number.isFinite)
-    // The latency probes: the gateway and the upstream alone, at a tenth of the gateway's maximum, ABBA twice.
+    // The latency probes at a tenth of the gateway's maximum, ABCCBA twice: the gateway, the upstream
+    // alone, and POST /decisions (how much of the gateway's time is the logged decision itself).
     const rate = Math.max(10, Math.round((medianRps(gateway) ?? 100) / 10))
-    const probes: Record<'gateway' | 'direct', Latency[]> = { gateway: [], direct: [] }
+    const probes: Record<'gateway' | 'decisions' | 'direct', Latency[]> = { gateway: [], decisions: [], direct: [] }
     for (let i = 0; i < 2; i++) {
-      for (const route of ['gateway', 'direct', 'direct', 'gateway'] as const) {
-        probes[route].push(await fixedRateLatency(route === 'gateway' ? server.url : upstream.url, specs[route], rate, PROBE_SECONDS, CONNECTIONS))
+      for (const route of ['gateway', 'direct', 'decisions', 'decisions', 'direct', 'gateway'] as const) {
+        probes[route].push(await fixedRateLatency(route === 'direct' ? upstream.url : server.url, specs[route], rate, PROBE_SECONDS, CONNECTIONS))
         await settle(pid)
       }
     }
@@ -144,7 +145,7 @@ async function measure(database: 'pglite' | 'postgres', adminUrl: string | null)
       samples,
       ratio: ratios.length ? median(ratios) : null,
       rate,
-      latency: { gateway: medianLatency(probes.gateway), direct: medianLatency(probes.direct) },
+      latency: { gateway: medianLatency(probes.gateway), decisions: medianLatency(probes.decisions), direct: medianLatency(probes.direct) },
       forwarded: { answered, served },
     }
   } finally {
@@ -168,7 +169,7 @@ lines.push(
     `Gateway: a 2026-07-28 tools/call of \`echo__echo\` with new arguments each time, decided, logged and forwarded. POST /decisions: the same decision (agent key, action, resource, arguments, context) and nothing more. ` +
     `${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per route in alternating order after a warm-up; the ratio is the median of the rounds' neighbour ratios. ` +
     `CPU per call: Steward's process (with PGlite, the database too) over the window and until it was idle again; the upstream's CPU is not in it. ` +
-    `Latency: the gateway and a direct call of the upstream at 10 % of the gateway's maximum rate, four ${PROBE_SECONDS} s probes each (ABBA twice).`,
+    `Latency: the gateway, a direct call of the upstream and POST /decisions at 10 % of the gateway's maximum rate, four ${PROBE_SECONDS} s probes each (ABCCBA twice).`,
   '',
 )
 lines.push('| goal | target | reached |', '|---|---|---|')
@@ -178,24 +179,24 @@ for (const r of results) {
 }
 lines.push(
   '',
-  '| database | gateway calls/s | POST /decisions req/s | CPU µs per call, gateway / decisions | probe rate | median ms, gateway / direct |',
+  '| database | gateway calls/s | POST /decisions req/s | CPU µs per call, gateway / decisions | probe rate | median ms, gateway / direct / decisions |',
   '|---|---:|---:|---:|---:|---:|',
 )
 let bad = false
 for (const r of results) {
   const gateway = r.samples.get('gateway')
   const decisions = r.samples.get('decisions')
-  lines.push(`| ${r.database} | ${fmt(medianRps(gateway))} | ${fmt(medianRps(decisions))} | ${fmt(medianCpu(gateway))} / ${fmt(medianCpu(decisions))} | ${fmt(r.rate)} req/s | ${r.latency.gateway.p50.toFixed(2)} / ${r.latency.direct.p50.toFixed(2)} |`)
+  lines.push(`| ${r.database} | ${fmt(medianRps(gateway))} | ${fmt(medianRps(decisions))} | ${fmt(medianCpu(gateway))} / ${fmt(medianCpu(decisions))} | ${fmt(r.rate)} req/s | ${r.latency.gateway.p50.toFixed(2)} / ${r.latency.direct.p50.toFixed(2)} / ${r.latency.decisions.p50.toFixed(2)} |`)
   for (const t of [...(gateway ?? []), ...(decisions ?? [])]) if (t.errors > 0 || Object.keys(t.statuses).some((status) => status !== '200')) bad = true
   const inFlight = CONNECTIONS * (ROUNDS + 1)
-  if (r.latency.gateway.errors + r.latency.direct.errors > 0 || r.forwarded.served < r.forwarded.answered || r.forwarded.served > r.forwarded.answered + inFlight) bad = true
+  if (r.latency.gateway.errors + r.latency.decisions.errors + r.latency.direct.errors > 0 || r.forwarded.served < r.forwarded.answered || r.forwarded.served > r.forwarded.answered + inFlight) bad = true
 }
 lines.push('')
 for (const r of results) {
   const each = (route: Route) => r.samples.get(route)!.map((t) => fmt(t.rps)).join(', ')
   lines.push(
     `- ${r.database}: rounds, gateway ${each('gateway')}; decisions ${each('decisions')}. Statuses: gateway ${statusesOf(r.samples.get('gateway'))}; decisions ${statusesOf(r.samples.get('decisions'))}; ` +
-      `probe errors ${r.latency.gateway.errors + r.latency.direct.errors}. Gateway calls answered 200 in the throughput windows: ${r.forwarded.answered}; tool calls the upstream served meanwhile: ${r.forwarded.served} (the difference: calls in flight when a window closed, at most ${CONNECTIONS * (ROUNDS + 1)}).`,
+      `probe errors ${r.latency.gateway.errors + r.latency.decisions.errors + r.latency.direct.errors}. Gateway calls answered 200 in the throughput windows: ${r.forwarded.answered}; tool calls the upstream served meanwhile: ${r.forwarded.served} (the difference: calls in flight when a window closed, at most ${CONNECTIONS * (ROUNDS + 1)}).`,
   )
 }
 if (DATABASES.includes('postgres') && adminUrl === null) lines.push('- PostgreSQL: not measured (none answered).')
