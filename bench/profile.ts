@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process'
 import autocannon from 'autocannon'
-import { createScratchDatabase } from './lib.ts'
+import { createScratchDatabase, ROOT } from './lib.ts'
 // Profiles Steward on Node under load: node --import tsx bench/profile.ts bad400|badkey|health|notfound|dup [cpu-prof-dir]
 const [route] = process.argv.slice(2)
 const scratch = await createScratchDatabase(process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test', 'steward_prof')
 const port = 18000 + Math.floor(Math.random() * 1000)
 const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${process.argv[3] ?? '/tmp/steward-prof'}`, '--import', 'tsx', 'server.ts', 'start'], {
-  cwd: '/work/main', stdio: 'inherit',
+  cwd: ROOT, stdio: 'inherit',
   env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: scratch.url, LOG_LEVEL: 'warn', LEAD_RATE_LIMIT: '100000000/60', API_RATE_LIMIT: '100000000/60' },
 })
 for (let i = 0; i < 300; i++) { try { await fetch(`http://127.0.0.1:${port}/`); break } catch { await new Promise((r) => setTimeout(r, 100)) } }

@@ -105,6 +105,7 @@ const header = [
   '- Ratios are the results: each compares two things measured in the same run, in alternating rounds, on the same two cores. Absolute figures are this machine\'s, and on a shared machine they move by a fifth or more from run to run.',
   '- Throughput is capped by whichever runs out of its share of the two cores first, the server or the load generator; CPU time per request is what a request cost the server, whatever else ran.',
   '- Latency figures are medians at a modest fixed rate. A 99th percentile on two shared cores measures the machine\'s stalls more than the server: two identical servers read up to twice each other\'s.',
+  '- POST /decisions ÷ POST /demo-request depends on how many requests are in flight: concurrent decisions share one commit (group commit), a lead commits alone. At ten connections each a decision costs the server about what a new lead costs; at two it costs more (the few-connections row). A figure from another instrument compares with these only at the same connection count on both routes, with requests that differ from one another as users\' do: one decision body sent over and over is cheaper for the server, and for a load generator sharing the two cores.',
   '- Earlier runs, and what each change measured, are in the history of this file (git log -p bench/RESULTS.md).',
   '',
   '## Goals',
