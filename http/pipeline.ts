@@ -6,8 +6,9 @@
 import { buildContext, type ConnectionInfo, type PipelineConfig, type PipelineDeps, type RequestContext } from './context.ts'
 import { errorReply } from './error-reply.ts'
 import { BAD_TARGET, CLIENT_CLOSED, connectNotSupported, HttpError } from './errors.ts'
-import type { Reply } from './reply.ts'
-import { createRouting, type SegmentRouter } from './router.ts'
+import type { IRequest } from 'itty-router'
+import { isPromise, type Reply } from './reply.ts'
+import { createRouting, match, type SegmentRouter } from './router.ts'
 import { finish } from './security.ts'
 import type { Surface } from './surface.ts'
 
@@ -16,8 +17,8 @@ export type { BodyDoc, BodyMediaType, Method, OperationDoc, PublishedRoute, Publ
 
 export interface FetchHandler {
   /**
-   * Answers a request: a Response when no route has the path's first segment (its 404 or a
-   * preflight), else a promise of one, as Bun.serve, Deno.serve and @hono/node-server accept.
+   * Answers a request: a Response when the answer needs no waiting (a 404, a preflight, a
+   * refusal made before any I/O), else a promise of one, as Bun.serve, Deno.serve and @hono/node-server accept.
    * Callers `await` it.
    */
   fetch(request: Request, conn?: ConnectionInfo): Response | Promise<Response>
@@ -79,10 +80,13 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
     errorReply(fallback, URL.canParse(request.url) ? error : new HttpError(400, BAD_TARGET), ctx)
 
   /** The route's answer, else the path's 404. */
-  const route = async (router: SegmentRouter<C, D>, request: Request, path: string, ctx: RequestContext<C, D>): Promise<Reply> => {
+  const route = (router: SegmentRouter<C, D>, request: Request, path: string, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {
+    // itty-router's fetch refuses a URL it cannot parse (Bun builds one from a Host like `a b`);
+    // match skips that parse, so the check is made here.
+    if (!URL.canParse(request.url)) throw new HttpError(400, BAD_TARGET)
     // HEAD is GET without the body (RFC 9110 §9.3.2).
-    const routed = request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request
-    return (await router.fetch(routed, ctx)) ?? routing.notFound(routed, path, ctx)
+    const routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
+    return match(router, routed, path, ctx) ?? routing.notFound(routed, path, ctx)
   }
 
   return {
@@ -106,7 +110,15 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       // A first segment no route has: its 404 (or preflight) needs no waiting, so it is a Response
       // rather than a promise of one, which the runtime adapter writes at once.
       if (!router) return respond(routing.notFound(request, path, ctx), request, ctx, started)
-      return route(router, request, path, ctx).then(
+      let answer: Reply | Promise<Reply>
+      try {
+        answer = route(router, request, path, ctx)
+      } catch (error) {
+        return respond(failed(request, error, ctx), request, ctx, started)
+      }
+      // A route that answered without waiting (a refusal before any I/O) is returned as it is.
+      if (!isPromise(answer)) return respond(answer, request, ctx, started)
+      return answer.then(
         (reply) => respond(reply, request, ctx, started),
         (error: unknown) => respond(failed(request, error, ctx), request, ctx, started),
       )

@@ -57,3 +57,8 @@ export function created(body: unknown, location: string): Reply {
 export function noContent(): Reply {
   return reply(204, null)
 }
+
+/** Whether an answer is still to come (a promise) or already here. */
+export function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function'
+}

@@ -1,9 +1,11 @@
 // Every surface's routes as itty-routers, one per first path segment, registered through the
-// router's own API and dispatched by its `fetch`. A request meets only the routes that share its
-// first segment, and a segment no route has is a 404 that needs no router and no waiting. Each
+// router's own API. A request meets only the routes that share its first segment, and a segment
+// no route has is a 404 that needs no router and no waiting. `match` walks the router's public
+// `routes` table as its `fetch` does, but without a promise (see match below). Each
 // route is wrapped in its per-route steps (sunset, lifecycle headers, the surface's error format
 // and headers); each path also answers its other methods (405 with Allow) and OPTIONS.
 import { IttyRouter, type IRequest, type IttyRouterType } from 'itty-router'
+import { isPromise } from './reply.ts'
 import type { PipelineConfig, PipelineDeps, RequestContext } from './context.ts'
 import { preflight } from './cors.ts'
 import { errorReply } from './error-reply.ts'
@@ -25,6 +27,34 @@ export interface Routing<C extends PipelineConfig, D extends PipelineDeps> {
   notFound(request: Request, path: string, ctx: RequestContext<C, D>): Reply
   /** Adds a surface's own headers to one of its answers. */
   addSurfaceHeaders(reply: Reply, surface: Surface<C, D>): void
+}
+
+/**
+ * The first route of the router whose method and pattern match, called, as itty-router's own
+ * `fetch` does (the same public `routes` table, order, `params` and `route`); undefined: none.
+ * Unlike `fetch` it is not async and parses no query string (list routes parse theirs with their
+ * schema), so a refusal made before any I/O (a malformed key's 401) stays a Reply that the runtime
+ * adapter writes at once: `fetch` made every routed answer a promise and cost the 401 about a
+ * quarter more CPU, below the Fastify goal (bench/RESULTS.md).
+ */
+export function match<C extends PipelineConfig, D extends PipelineDeps>(
+  router: SegmentRouter<C, D>,
+  request: IRequest,
+  /** pathOf(request.url), already worked out by the caller. */
+  path: string,
+  ctx: RequestContext<C, D>,
+): Reply | Promise<Reply> | undefined {
+  const method = request.method
+  for (const [routeMethod, pattern, handlers, route] of router.routes) {
+    if (routeMethod !== method && routeMethod !== 'ALL') continue
+    const found = pattern.exec(path)
+    if (found === null) continue
+    request.params = found.groups ?? {}
+    request.route = route!
+    // Every path registers exactly one handler per method, which always answers.
+    return handlers[0]!(request, ctx) as Reply | Promise<Reply>
+  }
+  return undefined
 }
 
 const ANY_METHOD = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
@@ -53,7 +83,10 @@ export function createRouting<C extends PipelineConfig, D extends PipelineDeps>(
     return router
   }
 
-  /** A route wrapped in its per-route steps: the sunset check, the error reply and the headers. */
+  /**
+   * A route wrapped in its per-route steps: the sunset check, the error reply and the headers. Not
+   * an async function, so a handler that answers without waiting gets its reply back the same way.
+   */
   const wrap = (surface: Surface<C, D>, route: Route<C, D>) => {
     const entry = config.lifecycle.routes[route.path]
     const lifecycle = lifecycleByPath.get(route.path)
@@ -66,16 +99,22 @@ export function createRouting<C extends PipelineConfig, D extends PipelineDeps>(
       addSurfaceHeaders(reply, surface)
       return reply
     }
-    return async (request: IRequest, ctx: RequestContext<C, D>): Promise<Reply> => {
+    return (request: IRequest, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {
+      let answer: Reply | HttpError | Promise<Reply | HttpError>
       try {
         if (entry && isSunset(entry, ctx.now)) {
           const replacement = entry.replacement ? `; use ${entry.replacement} instead` : ''
           return settle(new HttpError(410, `This endpoint was retired on ${entry.sunset!.toUTCString()}${replacement}`), request, ctx)
         }
-        return settle(await route.handler(request, ctx), request, ctx)
+        answer = route.handler(request, ctx)
       } catch (error) {
         return settle(errorReply(surface, error, ctx), request, ctx)
       }
+      if (!isPromise(answer)) return settle(answer, request, ctx)
+      return answer.then(
+        (resolved) => settle(resolved, request, ctx),
+        (error: unknown) => settle(errorReply(surface, error, ctx), request, ctx),
+      )
     }
   }
 
