@@ -33,7 +33,7 @@ import * as keys from '../storage/keys.ts'
 import { migrateToLatest } from '../database/migrate.ts'
 import { createOrganization } from '../storage/organizations.ts'
 import * as policies from '../storage/policies.ts'
-import { testConfig } from '../tests/helpers.ts'
+import { testConfig } from '../tests/support/helpers.ts'
 import { median } from './lib.ts'
 
 const ROOT = resolve(import.meta.dirname, '..')

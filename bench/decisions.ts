@@ -11,7 +11,7 @@ import { createDecisionWriter } from '../services/decision-writer.ts'
 import { writeDecisions, type PendingDecision } from '../storage/decisions.ts'
 import { createApiKey } from '../storage/keys.ts'
 import { createOrganization } from '../storage/organizations.ts'
-import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/helpers.ts'
+import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/support/helpers.ts'
 import { silentLogger } from '../log.ts'
 
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 64)

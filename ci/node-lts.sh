@@ -10,6 +10,6 @@ if [ ! -x "$bin/node" ]; then
   echo "could not install node@$major from the npm registry" >&2
   exit 1
 fi
-"$bin/node" tests/prepare-tap.mjs || true
+"$bin/node" tests/support/prepare-tap.mjs || true
 echo "# tap under $("$bin/node" --version) ($bin/node)"
 PATH="$bin:$PATH" exec "$bin/node" node_modules/.bin/tap "$@"

@@ -4,7 +4,7 @@
 // database. The array types of PostgreSQL's built-in types are fixed in its catalog (object ids
 // below 16384), and Steward sends and reads arrays of built-in types only (text[], uuid[], int[],
 // timestamptz[] ...), so this class registers them from the list below instead.
-// tests/pglite-array-types.test.ts runs PGlite's query and compares: an upgrade that changes the
+// tests/storage/pglite-array-types.test.ts runs PGlite's query and compares: an upgrade that changes the
 // catalog fails the tests. `refreshArrayTypes()` still runs the query (for types created later).
 // Types only: PGlite itself is loaded by the caller, and only when the embedded database is used.
 import type * as PGliteModule from '@electric-sql/pglite'

@@ -114,7 +114,7 @@ function sha256Hex(text: string): string {
  * The canonical JSON (RFC 8785) of a flat row, member by member: keys in UTF-16 order, scalars as
  * JSON.stringify writes them (the same as JCS for finite numbers and well-formed strings, which is
  * all a database row holds), nested JSON through canonicalJson. The same text canonicalJson(row)
- * gives (tests/audit-seal.test.ts checks it), without walking the whole row generically.
+ * gives (tests/http/audit-seal.test.ts checks it), without walking the whole row generically.
  */
 function canonicalMembers(row: Record<string, unknown>, keys: readonly string[]): string[] {
   return keys.map((key) => {
