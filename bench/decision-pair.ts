@@ -176,7 +176,11 @@ lines.push(
   '',
 )
 lines.push('| goal | target | reached |', '|---|---|---|')
-for (const r of results) lines.push(`| POST /decisions vs POST /demo-request (new lead), throughput at ${CONNECTIONS} connections each, ${r.database} | ≥ ${GOAL} | ${verdict(r.rounds[0]!.ratio, GOAL)} |`)
+for (const r of results) {
+  const { samples, ratio } = r.rounds[0]!
+  const byCpu = (medianCpu(samples.get('demo')) ?? NaN) / (medianCpu(samples.get('decisions')) ?? NaN)
+  lines.push(`| POST /decisions vs POST /demo-request (new lead), throughput at ${CONNECTIONS} connections each, ${r.database} | ≥ ${GOAL} | ${verdict(ratio, GOAL)}; by CPU per request ${Number.isFinite(byCpu) ? byCpu.toFixed(2) : '—'} |`)
+}
 lines.push('', '| database | connections each | POST /decisions req/s | POST /demo-request req/s | decisions ÷ demo | CPU µs per request, decisions / demo |', '|---|---:|---:|---:|---:|---:|')
 let bad = false
 for (const r of results) {

@@ -99,10 +99,14 @@ try {
       `Median latency: each server at ${fmt(RATE)} req/s, open loop, evenly paced, four ${PROBE_SECONDS} s probes each, the median of their medians.`,
     '',
   )
+  // Each goal read by throughput, then by CPU per request (the other's ÷ Steward's): the load
+  // generator shares the two cores and can cap a throughput; it cannot change what a request cost.
+  const goal = (name: string, route: Route, other: Target, target: number) =>
+    `| ${name} | ≥ ${target.toFixed(2)} | ${verdict(ratio(rps(route, 'steward'), rps(route, other)), target)}; by CPU per request ${ratio(cpu(route, other), cpu(route, 'steward'))?.toFixed(2) ?? '—'} |`
   lines.push('| goal | target | reached |', '|---|---|---|')
-  for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401'] as const) lines.push(`| ${ROUTES[route].name} vs Fastify reference | ≥ 1.00 | ${verdict(ratio(rps(route, 'steward'), rps(route, 'fastify')), 1)} |`)
-  lines.push(`| GET unknown path → 404 vs bare fetch function (same adapter) | ≥ 0.80 | ${verdict(ratio(rps('notfound-404', 'steward'), rps('notfound-404', 'bare-fetch')), 0.8)} |`)
-  lines.push(`| GET /health vs bare fetch function (same shared check) | ≥ 0.90 | ${verdict(ratio(rps('health', 'steward'), rps('health', 'bare-fetch')), 0.9)} |`)
+  for (const route of ['notfound-404', 'bad-body-400', 'bad-key-401'] as const) lines.push(goal(`${ROUTES[route].name} vs Fastify reference`, route, 'fastify', 1))
+  lines.push(goal('GET unknown path → 404 vs bare fetch function (same adapter)', 'notfound-404', 'bare-fetch', 0.8))
+  lines.push(goal('GET /health vs bare fetch function (same shared check)', 'health', 'bare-fetch', 0.9))
   lines.push('', '| route | Steward req/s | Fastify req/s | bare fetch req/s | LOG_LEVEL=info req/s | CPU µs per request: Steward / Fastify / bare / info | median ms at ' + fmt(RATE) + ' req/s: Steward / Fastify / bare |', '|---|---:|---:|---:|---:|---:|---:|')
   for (const route of Object.keys(ROUTES) as Route[]) {
     const cpus = (['steward', 'fastify', 'bare-fetch', 'steward-info'] as const).map((t) => (cpu(route, t) === null ? '—' : cpu(route, t)!.toFixed(1))).join(' / ')

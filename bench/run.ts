@@ -92,7 +92,7 @@ try {
   // Not a git checkout (an unpacked archive): the commit stays unknown.
 }
 // The goal rows of the HTTP sections (three cells: goal, target, verdict), gathered at the top.
-const goals = sections.flatMap((text) => text.split('\n')).filter((line) => /^\|[^|]+\|[^|]+\| \*\*[^|]+ (✓|✗) \|$/.test(line))
+const goals = sections.flatMap((text) => text.split('\n')).filter((line) => /^\|[^|]+\|[^|]+\| \*\*[^|]+ (✓|✗)[^|]*\|$/.test(line))
 const header = [
   only ? `# Benchmark results: ${only.join(', ')} only` : '# Benchmark results',
   '',

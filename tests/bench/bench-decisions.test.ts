@@ -20,7 +20,7 @@ t.test('every decision body asks about its own resource and arguments, each allo
 t.test('the decision pair on PGlite: every request of both routes answered 200 at both connection counts, and the ratio is reported', async (t) => {
   const result = bench('bench/decision-pair.ts', '--databases', 'pglite', '--seconds', '0.5', '--rounds', '2', '--connections', '10', '--few', '2', '--rate', '100')
   t.equal(result.status, 0, 'exit 0', { output: result.status === 0 ? '' : `${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}` })
-  t.match(result.stdout, /^\| POST \/decisions vs POST \/demo-request \(new lead\), throughput at 10 connections each, PGlite \| ≥ 0\.85 \| \*\*\d+\.\d\d\*\* [✓✗] \|$/m)
+  t.match(result.stdout, /^\| POST \/decisions vs POST \/demo-request \(new lead\), throughput at 10 connections each, PGlite \| ≥ 0\.85 \| \*\*\d+\.\d\d\*\* [✓✗]; by CPU per request \d+\.\d\d \|$/m)
   t.match(result.stdout, /^\| PGlite \| 2 \| [\d,.]+ \| [\d,.]+ \| \d+\.\d\d \| /m, 'the few-connections row')
   t.match(result.stdout, /^- PGlite: median latency .*\(probe errors 0\)\. Statuses at 10, decisions 200×\d+ and demo 200×\d+; at 2, decisions 200×\d+ and demo 200×\d+\.$/m)
 })

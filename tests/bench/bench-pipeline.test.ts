@@ -11,6 +11,6 @@ const bench = (script: string, ...args: string[]) =>
 t.test('the pipeline: Steward, the Fastify reference and the bare fetch function each give the status the row expects', async (t) => {
   const result = bench('bench/pipeline.ts', '--seconds', '0.3', '--rounds', '1', '--rate', '100')
   t.equal(result.status, 0, 'exit 0', { output: result.status === 0 ? '' : `${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}` })
-  t.match(result.stdout, /^\| GET unknown path → 404 vs bare fetch function \(same adapter\) \| ≥ 0\.80 \| \*\*\d+\.\d\d\*\* [✓✗] \|$/m)
+  t.match(result.stdout, /^\| GET unknown path → 404 vs bare fetch function \(same adapter\) \| ≥ 0\.80 \| \*\*\d+\.\d\d\*\* [✓✗]; by CPU per request \d+\.\d\d \|$/m)
   t.match(result.stdout, /^\| GET \/policies, malformed key → 401 \| [\d,.]+ \|/m)
 })
