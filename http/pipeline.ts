@@ -10,6 +10,7 @@ import type { IRequest } from 'itty-router'
 import { isPromise, type Reply } from './reply.ts'
 import { createRouting, match, type SegmentRouter } from './router.ts'
 import { finish } from './security.ts'
+import { BoundedMap } from './bounded-map.ts'
 import type { Surface } from './surface.ts'
 
 // The route contract, where the route files have always imported it from.
@@ -50,6 +51,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const routing = createRouting(surfaces, fallback, config)
   const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
   const counters: HandlerCounters = { clientAborts: 0 }
+  const parseable = parseableUrls()
 
   /** The last steps of every answer: the headers every answer carries, the log line, the Response. */
   const respond = (reply: Reply, request: Request, ctx: RequestContext<C, D>, started: number): Response => {
@@ -83,7 +85,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const route = (router: SegmentRouter<C, D>, request: Request, path: string, ctx: RequestContext<C, D>): Reply | Promise<Reply> => {
     // itty-router's fetch refuses a URL it cannot parse (Bun builds one from a Host like `a b`);
     // match skips that parse, so the check is made here.
-    if (!URL.canParse(request.url)) throw new HttpError(400, BAD_TARGET)
+    if (!parseable(request.url)) throw new HttpError(400, BAD_TARGET)
     // HEAD is GET without the body (RFC 9110 §9.3.2).
     const routed = (request.method === 'HEAD' ? new Request(request, { method: 'GET' }) : request) as IRequest
     return match(router, routed, path, ctx) ?? routing.notFound(routed, path, ctx)
@@ -123,6 +125,26 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
         (error: unknown) => respond(failed(request, error, ctx), request, ctx, started),
       )
     },
+  }
+}
+
+/**
+ * URL.canParse, remembered by scheme and authority: parsing an http(s) URL can fail only there (a
+ * bad host or port), never in its path, query or fragment, and clients send the same few Host
+ * headers. At most 256 authorities are remembered: a flood of made-up Host headers empties the
+ * memory, it never grows it further.
+ */
+function parseableUrls(): (url: string) => boolean {
+  const known = new BoundedMap<string, boolean>(256)
+  return (url) => {
+    const authorityStart = url.indexOf('//') + 2
+    const slash = url.indexOf('/', authorityStart)
+    const authority = slash < 0 ? url : url.slice(0, slash)
+    // Only a plain "scheme://authority": anything else in it is checked on its own, every time.
+    if (authorityStart < 2 || /[?#\\]/.test(authority)) return URL.canParse(url)
+    let answer = known.get(authority)
+    if (answer === undefined) known.set(authority, (answer = URL.canParse(url)))
+    return answer
   }
 }
 
