@@ -192,3 +192,26 @@ export function parseQuery<S extends v.GenericSchema>(schema: S, request: Reques
   const path = issue.path?.map((item) => String(item.key)).join('.')
   throw new HttpError(400, path && issue.input === undefined ? `${path} is required` : issue.message)
 }
+
+const MAX_URL = 2048
+
+/** The URL, or null when it does not parse (every check below runs, even after one failed). */
+function parsedUrl(text: string): URL | null {
+  return URL.canParse(text) ? new URL(text) : null
+}
+
+/**
+ * A URL Steward will call (a webhook endpoint, an upstream MCP server): absolute, http(s), no
+ * user information, no fragment. Where it may point is checked when it is stored and called.
+ */
+export function outboundUrlSchema(userInfoMessage: string, description: string) {
+  return v.pipe(
+    v.string('Field url must be a string'),
+    v.maxLength(MAX_URL, `Field url is longer than ${MAX_URL} characters`),
+    v.check((text) => URL.canParse(text), 'Field url must be an absolute URL'),
+    v.check((text) => ['http:', 'https:', undefined].includes(parsedUrl(text)?.protocol), 'Field url must be an https URL'),
+    v.check((text) => !parsedUrl(text)?.username && !parsedUrl(text)?.password, userInfoMessage),
+    v.check((text) => !parsedUrl(text)?.hash, 'Field url must not hold a fragment'),
+    v.description(description),
+  )
+}

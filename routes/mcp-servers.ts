@@ -15,9 +15,8 @@ import { MCP_SERVER_NOT_FOUND, type McpServerService, type Writer } from '../ser
 import type { McpServer } from '../storage/mcp-servers.ts'
 import { auditBy, protectedErrors, type Guard } from './access.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { CURSOR_INVALID, decodeCursor, encodeCursor, jsonObject, PageSize, parseQuery, pathId } from './input.ts'
+import { CURSOR_INVALID, decodeCursor, encodeCursor, jsonObject, PageSize, parseQuery, outboundUrlSchema, pathId } from './input.ts'
 
-const MAX_URL = 2048
 const MAX_ARGUMENT = 128
 const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/
 
@@ -27,19 +26,9 @@ const NameSchema = v.pipe(
   v.description('1–32 of a-z, 0-9 and -, starting with a letter; unique in the organization. Tools are listed as <name>__<tool>, and decided as action mcp.<name>.<tool>.'),
 )
 
-/** The URL, or null when it does not parse (every check below runs, even after one failed). */
-function parsedUrl(text: string): URL | null {
-  return URL.canParse(text) ? new URL(text) : null
-}
-
-const UrlSchema = v.pipe(
-  v.string('Field url must be a string'),
-  v.maxLength(MAX_URL, `Field url is longer than ${MAX_URL} characters`),
-  v.check((text) => URL.canParse(text), 'Field url must be an absolute URL'),
-  v.check((text) => ['http:', 'https:', undefined].includes(parsedUrl(text)?.protocol), 'Field url must be an https URL'),
-  v.check((text) => !parsedUrl(text)?.username && !parsedUrl(text)?.password, 'Field url must not hold a user name or password (send credentials as headers)'),
-  v.check((text) => !parsedUrl(text)?.hash, 'Field url must not hold a fragment'),
-  v.description("The upstream's Streamable HTTP endpoint. https; plain http and private, loopback or other internal addresses only with MCP_ALLOW_PRIVATE=true."),
+const UrlSchema = outboundUrlSchema(
+  'Field url must not hold a user name or password (send credentials as headers)',
+  "The upstream's Streamable HTTP endpoint. https; plain http and private, loopback or other internal addresses only with MCP_ALLOW_PRIVATE=true.",
 )
 
 const HEADERS_NOT_AN_OBJECT = 'Field headers must be a JSON object of header names to values'

@@ -15,28 +15,17 @@ import { findDelivery, listDeliveries, replayDelivery, type DeliveryRow } from '
 import { protectedErrors, type Guard } from './access.ts'
 import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'
-import { CursorTimestamp, CursorUuid, CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseQuery, pathId } from './input.ts'
+import { CursorTimestamp, CursorUuid, CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseQuery, outboundUrlSchema, pathId } from './input.ts'
 import { outboundUrlProblem } from '../services/outbound-url.ts'
 
 const WEBHOOK_NOT_FOUND = 'Webhook not found'
 const DELIVERY_NOT_FOUND = 'Delivery not found'
-const MAX_URL = 2048
 
 const EventTypeSchema = v.picklist(WEBHOOK_EVENT_TYPES, `Field event_types may hold only ${WEBHOOK_EVENT_TYPES.join(', ')}`)
 
-/** The URL, or null when it does not parse (every check below runs, even after one failed). */
-function parsedUrl(text: string): URL | null {
-  return URL.canParse(text) ? new URL(text) : null
-}
-
-const UrlSchema = v.pipe(
-  v.string('Field url must be a string'),
-  v.maxLength(MAX_URL, `Field url is longer than ${MAX_URL} characters`),
-  v.check((text) => URL.canParse(text), 'Field url must be an absolute URL'),
-  v.check((text) => ['http:', 'https:', undefined].includes(parsedUrl(text)?.protocol), 'Field url must be an https URL'),
-  v.check((text) => !parsedUrl(text)?.username && !parsedUrl(text)?.password, 'Field url must not hold a user name or password'),
-  v.check((text) => !parsedUrl(text)?.hash, 'Field url must not hold a fragment'),
-  v.description('Where events are POSTed. https; plain http only with WEBHOOK_ALLOW_PRIVATE=true.'),
+const UrlSchema = outboundUrlSchema(
+  'Field url must not hold a user name or password',
+  'Where events are POSTed. https; plain http only with WEBHOOK_ALLOW_PRIVATE=true.',
 )
 
 const WebhookCreateSchema = v.pipe(

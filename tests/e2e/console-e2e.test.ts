@@ -3,31 +3,22 @@
 // TEST_DATABASE_URL): sign-in, a policy with a bad condition, a key's secret shown once, a
 // Viewer without write controls (and the API refusing them anyway), axe-core on every page,
 // the approvals page on a phone-sized screen, and the approval round trip once the server has
-// approvals. Screenshots go to CONSOLE_SCREENSHOTS (docs/console refreshes the README's).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+// approvals. Screenshots go to CONSOLE_SCREENSHOTS.
+import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { serve } from '../../cli/serve.ts'
 import { freePort } from '../../bench/lib.ts'
-import { DATABASE_KIND } from '../support/helpers.ts'
+import { chromiumMissing, openConsoleBrowser } from '../support/browser.ts'
 import { inviteAndAccept, jsonOf, productApp } from '../support/product-support.ts'
 
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
-
-if (!existsSync(CHROMIUM)) {
-  t.plan(0, `no Chromium at ${CHROMIUM}: install Debian's chromium package (apt-get install -y chromium) to run the console end-to-end tests`)
+const missing = chromiumMissing()
+if (missing !== null) {
+  t.plan(0, missing)
 } else {
   await run()
 }
 
 async function run(): Promise<void> {
-  const { chromium } = await import('playwright-core')
-  const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-  const shots = process.env.CONSOLE_SCREENSHOTS || join(tmpdir(), 'steward-console-screenshots', DATABASE_KIND)
-  mkdirSync(shots, { recursive: true })
 
   const port = await freePort()
   const origin = `http://127.0.0.1:${port}`
@@ -48,30 +39,7 @@ async function run(): Promise<void> {
   const viewerPassword = 'a viewer passphrase'
   await inviteAndAccept(world, vars.OWNER_KEY_A!, viewerEmail, 'viewer', viewerPassword)
 
-  const profile = mkdtempSync(join(tmpdir(), 'steward-chromium-'))
-  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 860 } })
-  t.teardown(async () => {
-    await browser.close()
-    rmSync(profile, { recursive: true, force: true })
-  })
-  const page = browser.pages()[0] ?? (await browser.newPage())
-  const problems: string[] = []
-  page.on('console', (message) => {
-    // A failed fetch is logged by Chromium itself (the pages show those answers); anything else is ours.
-    if (message.type() === 'error' && !/^Failed to load resource: the server responded with a status of \d+/.test(message.text())) problems.push(message.text())
-  })
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))
-
-  async function axe(name: string): Promise<void> {
-    await page.evaluate(axeSource)
-    const violations: Array<{ id: string; impact: string; help: string; nodes: unknown[] }> = await page.evaluate(
-      // @ts-expect-error axe is the global axe.min.js defines
-      async () => (await window.axe.run(document)).violations.map((v: any) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n: any) => n.target) })),
-    )
-    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    t.same(bad, [], `axe-core: no serious or critical violation on ${name}`)
-    await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true })
-  }
+  const { page, problems, axe } = await openConsoleBrowser(t)
 
   /** With the keyboard only: the Email field has focus, Tab moves to Password, Enter submits. */
   async function signInByKeyboard(email: string, password: string): Promise<void> {

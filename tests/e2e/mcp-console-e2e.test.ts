@@ -3,34 +3,24 @@
 // (#/approvals/ID), reached signed out, showing the tool and its arguments, approved there, after
 // which the call goes through once; and the decision log showing MCP tool calls with their tool,
 // arguments and where they came from, filtered to gateway traffic.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
 import { serve } from '../../cli/serve.ts'
 import { freePort } from '../../bench/lib.ts'
 import { insertPolicy } from '../support/governance-support.ts'
-import { DATABASE_KIND } from '../support/helpers.ts'
+import { chromiumMissing, openConsoleBrowser } from '../support/browser.ts'
 import { startUpstream } from '../../examples/mcp-upstream.ts'
 import { modernClient } from '../support/mcp-support.ts'
 import { buildPorc, toolhiveRequest, type ToolhiveConfig } from '../support/mcp-toolhive-client.ts'
 import { jsonOf, productApp } from '../support/product-support.ts'
 
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
-
-if (!existsSync(CHROMIUM)) {
-  t.plan(0, `no Chromium at ${CHROMIUM}: install Debian's chromium package (apt-get install -y chromium) to run the console end-to-end tests`)
+const missing = chromiumMissing()
+if (missing !== null) {
+  t.plan(0, missing)
 } else {
   await run()
 }
 
 async function run(): Promise<void> {
-  const { chromium } = await import('playwright-core')
-  const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-  const shots = process.env.CONSOLE_SCREENSHOTS || join(tmpdir(), 'steward-console-screenshots', DATABASE_KIND)
-  mkdirSync(shots, { recursive: true })
 
   const port = await freePort()
   const origin = `http://127.0.0.1:${port}`
@@ -48,28 +38,7 @@ async function run(): Promise<void> {
   const ask = async (tool: string, args: Record<string, unknown>) =>
     jsonOf(await world.app.fetch(toolhiveRequest(config, buildPorc(config, 'github', 'tool', 'call', tool, { sub: 'alice@example.com' }, args)), { remoteAddress: '127.0.0.1' }))
 
-  const profile = mkdtempSync(join(tmpdir(), 'steward-chromium-'))
-  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 860 } })
-  t.teardown(async () => {
-    await browser.close()
-    rmSync(profile, { recursive: true, force: true })
-  })
-  const page = browser.pages()[0] ?? (await browser.newPage())
-  const problems: string[] = []
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !/^Failed to load resource: the server responded with a status of \d+/.test(message.text())) problems.push(message.text())
-  })
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))
-
-  async function axe(name: string): Promise<void> {
-    await page.evaluate(axeSource)
-    const violations: Array<{ id: string; impact: string; help: string; nodes: unknown[] }> = await page.evaluate(
-      // @ts-expect-error axe is the global axe.min.js defines
-      async () => (await window.axe.run(document)).violations.map((v: any) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n: any) => n.target) })),
-    )
-    t.same(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), [], `axe-core: no serious or critical violation on ${name}`)
-    await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true })
-  }
+  const { page, problems, axe } = await openConsoleBrowser(t)
 
   const args = { repo: 'acme/site', title: 'Broken link on the pricing page' }
 
@@ -112,6 +81,8 @@ async function run(): Promise<void> {
     await axe('mcp-decisions')
     await row.first().getByRole('link', { name: /Details/ }).click()
     await page.getByRole('heading', { level: 1, name: /Decision/ }).waitFor()
+    // The heading is drawn before the decision is loaded: wait for the details themselves.
+    await page.getByText('Tool arguments').waitFor()
     const text = await page.locator('main').textContent()
     t.match(text, /ThroughToolHive/)
     t.match(text, /On behalf ofalice@example\.com/)
@@ -141,6 +112,8 @@ async function run(): Promise<void> {
     t.match(await row.textContent(), /MCP gateway/)
     await row.getByRole('link', { name: /Details/ }).click()
     await page.getByRole('heading', { level: 1, name: /Decision/ }).waitFor()
+    // The heading is drawn before the decision is loaded: wait for the details themselves.
+    await page.getByText('Tool arguments').waitFor()
     const text = await page.locator('main').textContent()
     t.match(text, /ThroughMCP gateway/)
     t.match(text, /MCP clientmodern-test-client 2\.0\.0/)
