@@ -36,7 +36,10 @@ const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
  * message". Node builds some of its own errors the same way, with stackTraceLimit 0.
  */
 export class HttpError extends Error {
-  override name = 'HttpError'
+  static {
+    // On the prototype, as Error's own name is: nothing to define on every refusal.
+    this.prototype.name = 'HttpError'
+  }
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
   readonly code: string | null
