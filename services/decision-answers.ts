@@ -74,6 +74,24 @@ export interface DecisionAnswer {
   readonly evaluated_at: string
 }
 
+/**
+ * The call a decision is about, as both its log row and the approval it may create record it:
+ * who (organization, agent), what (action, resource, args, context) and the args' bound hash.
+ */
+export function boundCall(principal: DecisionPrincipal, agent: { agent_id: string; handle: string }, input: DecisionInput, decisionId: string, argsHash: string) {
+  return {
+    decision_id: decisionId,
+    organization_id: principal.organizationId,
+    agent_id: agent.agent_id,
+    agent_handle: agent.handle,
+    action: input.action,
+    resource: input.resource,
+    args: input.args,
+    context: input.context,
+    args_sha256: argsHash,
+  }
+}
+
 /** Who asked, as logged and as the scope of idempotency keys. */
 export function requesterOf(principal: DecisionPrincipal): string {
   if (principal.agentId !== null) return `agent-key:${principal.keyId}`

@@ -6,7 +6,7 @@ import type { DecisionOutcome, Reason } from '../engine/index.ts'
 import type { Agent } from '../storage/agents.ts'
 import { asOf, findApproval, type ApprovalRecord, type NewApproval } from '../storage/approvals.ts'
 import type { Database } from '../database/schema.ts'
-import { requesterOf, type ApprovalRef, type DecisionInput, type DecisionPrincipal } from './decision-answers.ts'
+import { boundCall, requesterOf, type ApprovalRef, type DecisionInput, type DecisionPrincipal } from './decision-answers.ts'
 
 /** A decision as approvals settle it: what it answers, and the approval it creates or consumes. */
 export interface Settled {
@@ -26,15 +26,7 @@ export function createApproval(principal: DecisionPrincipal, agent: Agent, input
   const requirement = outcome.approval
   const create: NewApproval = {
     approval_id: crypto.randomUUID(),
-    organization_id: principal.organizationId,
-    decision_id: decisionId,
-    agent_id: agent.agent_id,
-    agent_handle: agent.handle,
-    action: input.action,
-    resource: input.resource,
-    args: input.args,
-    context: input.context,
-    args_sha256: argsHash,
+    ...boundCall(principal, agent, input, decisionId, argsHash),
     policies: requirement.policies.map((p) => ({ policy_id: p.policy_id, version: p.version })),
     approvers_required: requirement.approvers_required,
     approver_roles: [...requirement.approver_roles],

@@ -17,6 +17,7 @@ import {
   answerOf,
   assertPayloadBound,
   auditOf,
+  boundCall,
   boundHash,
   draftsToSet,
   requesterOf,
@@ -133,15 +134,7 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
     for (;;) {
       const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
       const record: DecisionRecord = {
-        decision_id: decisionId,
-        organization_id: principal.organizationId,
-        agent_id: agent.agent_id,
-        agent_handle: agent.handle,
-        action: input.action,
-        resource: input.resource,
-        args: input.args,
-        context: input.context,
-        args_sha256: argsHash,
+        ...boundCall(principal, agent, input, decisionId, argsHash),
         decision: settled.decision,
         policy_decision: outcome.decision,
         reasons: [...settled.reasons],
