@@ -36,21 +36,32 @@ export function leadBody(run: string, n: number): string {
   return JSON.stringify({ first_name: 'Ada', last_name: 'Lovelace', email: `lead-${run}-${n}@example.com`, company: 'Analytical', linkedin: 'https://www.linkedin.com/in/ada' })
 }
 
+/** The bench's database, migrated: PostgreSQL, or a PGlite data directory no server holds yet. */
+export async function openBenchDatabase(target: { databaseUrl: string } | { dataDir: string }) {
+  const { openDatabase } = await import('../database/connect.ts')
+  const { migrateToLatest } = await import('../database/migrate.ts')
+  const { silentLogger } = await import('../log.ts')
+  const handle = await openDatabase({ databaseUrl: 'databaseUrl' in target ? target.databaseUrl : null, dataDir: 'dataDir' in target ? target.dataDir : '', logger: silentLogger })
+  try {
+    await migrateToLatest(handle.db)
+  } catch (error) {
+    await handle.close()
+    throw error
+  }
+  return handle
+}
+
 /**
  * Seeds the world on PostgreSQL (`databaseUrl`) or in a PGlite data directory that no server
  * holds yet (`dataDir`): one process holds a PGlite directory at a time.
  */
 export async function seedDecisionWorld(target: { databaseUrl: string } | { dataDir: string }): Promise<DecisionWorld> {
-  const { openDatabase } = await import('../database/connect.ts')
-  const { migrateToLatest } = await import('../database/migrate.ts')
-  const { silentLogger } = await import('../log.ts')
   const { createOrganization } = await import('../storage/organizations.ts')
   const { createApiKey } = await import('../storage/keys.ts')
   const { createAgent } = await import('../storage/agents.ts')
   const { createPolicy } = await import('../storage/policies.ts')
-  const handle = await openDatabase({ databaseUrl: 'databaseUrl' in target ? target.databaseUrl : null, dataDir: 'dataDir' in target ? target.dataDir : '', logger: silentLogger })
+  const handle = await openBenchDatabase(target)
   try {
-    await migrateToLatest(handle.db)
     const now = new Date()
     const org = await createOrganization(handle.db, `decisions bench ${randomBytes(3).toString('hex')}`, now)
     const { secret } = await createApiKey(handle.db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, now, BY_OPERATOR)

@@ -4,6 +4,7 @@
 // of the upstream `echo`'s tools, the others about other actions (as decision-world.ts).
 import { randomBytes } from 'node:crypto'
 import { BY_OPERATOR } from '../storage/audit.ts'
+import { openBenchDatabase } from './decision-world.ts'
 
 export interface GatewayWorld {
   readonly organizationId: string
@@ -18,16 +19,12 @@ export interface GatewayWorld {
  * holds yet (`dataDir`): one process holds a PGlite directory at a time.
  */
 export async function seedGatewayWorld(target: { databaseUrl: string } | { dataDir: string }): Promise<GatewayWorld> {
-  const { openDatabase } = await import('../database/connect.ts')
-  const { migrateToLatest } = await import('../database/migrate.ts')
-  const { silentLogger } = await import('../log.ts')
   const { createOrganization } = await import('../storage/organizations.ts')
   const { createApiKey } = await import('../storage/keys.ts')
   const { createAgent } = await import('../storage/agents.ts')
   const { createPolicy } = await import('../storage/policies.ts')
-  const handle = await openDatabase({ databaseUrl: 'databaseUrl' in target ? target.databaseUrl : null, dataDir: 'dataDir' in target ? target.dataDir : '', logger: silentLogger })
+  const handle = await openBenchDatabase(target)
   try {
-    await migrateToLatest(handle.db)
     const now = new Date()
     const org = await createOrganization(handle.db, `mcp bench ${randomBytes(3).toString('hex')}`, now)
     const key = (role: 'admin' | 'member', agentId: string | null = null) =>
