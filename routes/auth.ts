@@ -27,7 +27,7 @@ const TokenResponseSchema = v.pipe(
     scope: v.pipe(v.string(), v.description('Space-separated scopes the role grants.')),
     organizations: v.optional(
       v.pipe(
-        v.array(v.object({ organization_id: v.pipe(v.string(), v.uuid()), role: RoleSchema })),
+        v.array(v.object({ organization_id: v.pipe(v.string(), v.uuid()), name: v.pipe(v.string(), v.description("The organization's name (two may share one: tell them apart by id).")), role: RoleSchema })),
         v.description('A password sign-in without organization_id: every organization the user belongs to, the one signed in to first. Sign in again with one of these organization_id values to use another.'),
       ),
     ),
@@ -78,7 +78,7 @@ function respond(ctx: RequestContext, grant: Grant): Reply {
   body.organization_id = grant.organizationId
   body.role = grant.role
   body.scope = ROLE_SCOPES[grant.role].join(' ')
-  if (grant.organizations) body.organizations = grant.organizations.map((m) => ({ organization_id: m.organization_id, role: m.role }))
+  if (grant.organizations) body.organizations = grant.organizations.map((m) => ({ organization_id: m.organization_id, name: m.name, role: m.role }))
   return json(200, body, TOKEN_HEADERS)
 }
 

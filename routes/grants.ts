@@ -11,7 +11,7 @@ import type { PasswordHasher } from '../auth/passwords.ts'
 import { hashSecret, sameHash, secretKind } from '../auth/secrets.ts'
 import { rotateRefreshToken, startSession } from '../storage/tokens.ts'
 import { eventBy, type AuditBy } from '../storage/audit.ts'
-import { findUserByEmail, listMembershipsOfUser, recordLoginFailure, type Membership } from '../storage/users.ts'
+import { findUserByEmail, listMembershipsOfUser, recordLoginFailure, type NamedMembership } from '../storage/users.ts'
 import { hashingBusyError } from './access.ts'
 import { createAttempts } from '../services/attempts.ts'
 import type { Credentials } from '../services/credentials.ts'
@@ -59,7 +59,7 @@ export interface Grant {
   organizationId: string
   role: Role
   /** A password sign-in without a chosen organization: all of the user's memberships. */
-  organizations?: readonly Membership[]
+  organizations?: readonly NamedMembership[]
 }
 
 export interface Grants {

@@ -8,6 +8,9 @@ export type User = Pick<Selectable<UserTable>, 'id' | 'email' | 'password_hash'>
 
 export type Membership = Pick<Selectable<MembershipTable>, 'organization_id' | 'role'>
 
+/** A membership with its organization's name, as a person choosing where to sign in reads it. */
+export type NamedMembership = Membership & { name: string }
+
 /** Creates the user, or returns the existing one with that email (its password unchanged). */
 export async function createUserUnlessExists(
   db: Kysely<Database>,
@@ -56,13 +59,14 @@ export async function setMembership(db: Kysely<Database>, userId: string, organi
   })
 }
 
-export async function listMembershipsOfUser(db: Kysely<Database>, userId: string): Promise<Membership[]> {
+export async function listMembershipsOfUser(db: Kysely<Database>, userId: string): Promise<NamedMembership[]> {
   return db
-    .selectFrom('memberships')
-    .select(['organization_id', 'role'])
-    .where('user_id', '=', userId)
-    .orderBy('created_at')
-    .orderBy('organization_id')
+    .selectFrom('memberships as m')
+    .innerJoin('organizations as o', 'o.id', 'm.organization_id')
+    .select(['m.organization_id', 'm.role', 'o.name'])
+    .where('m.user_id', '=', userId)
+    .orderBy('m.created_at')
+    .orderBy('m.organization_id')
     .execute()
 }
 

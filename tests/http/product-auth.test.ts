@@ -39,7 +39,7 @@ t.test('happy path', async (t) => {
     t.equal(res.headers.get('pragma'), 'no-cache')
     const body = await jsonOf(res)
     t.same(Object.keys(body), ['access_token', 'token_type', 'expires_in', 'refresh_token', 'organization_id', 'role', 'scope', 'organizations'])
-    t.same(body.organizations, [{ organization_id: vars.ORG_A, role: 'owner' }])
+    t.same(body.organizations, [{ organization_id: vars.ORG_A, name: 'Fixture org A', role: 'owner' }])
     t.match(body.access_token, /^stw_at_[a-z2-7]{39}$/)
     t.match(body.refresh_token, /^stw_rt_[a-z2-7]{39}$/)
     t.equal(body.token_type, 'Bearer')
@@ -310,7 +310,7 @@ t.test('errors', async (t) => {
     t.equal(unnamed.status, 200)
     t.match(await jsonOf(unnamed), {
       organization_id: vars.ORG_B,
-      organizations: [{ organization_id: vars.ORG_B }, { organization_id: vars.ORG_A, role: 'viewer' }],
+      organizations: [{ organization_id: vars.ORG_B, name: 'Fixture org B' }, { organization_id: vars.ORG_A, name: 'Fixture org A', role: 'viewer' }],
     })
     const chosen = await jsonOf(await app.call('POST', '/auth/login', { json: { email: vars.USER_EMAIL_B, password: vars.USER_PASSWORD_B, organization_id: vars.ORG_A } }))
     t.equal(chosen.organization_id, vars.ORG_A)
