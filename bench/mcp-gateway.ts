@@ -6,6 +6,11 @@
 // above the direct call's at the same rate. Beside them, the CPU time Steward's process spends
 // per call (the upstream runs in a process of its own and is not counted).
 //
+// The ceiling: every gateway call is also one tools/call served by the upstream, on the same two
+// cores. So the upstream alone (a direct call, no Steward) is measured the same way, and its
+// throughput against POST /decisions is the most the gateway could ever reach here; when that
+// ceiling is below the goal, the goal cannot be met on this machine whatever the gateway does.
+//
 // Every gateway call must reach the upstream exactly once: the upstream counts the calls it
 // serves (GET /calls), and the run fails when that count is below the 200s the gateway gave (a
 // 200 that was a tool error, not forwarded) or above them by more than the calls still in flight
@@ -50,11 +55,13 @@ for (const name of DATABASES) {
   }
 }
 
-type Route = 'gateway' | 'decisions'
+type Route = 'gateway' | 'decisions' | 'direct'
 interface Result {
   readonly database: string
   readonly samples: Map<Route, Throughput[]>
   readonly ratio: number | null
+  /** The upstream alone against POST /decisions: the gateway's ceiling on this machine. */
+  readonly ceiling: number | null
   readonly rate: number
   readonly latency: Record<'gateway' | 'decisions' | 'direct', ReturnType<typeof medianLatency>>
   /** 200s the gateway answered, and tools/call requests the upstream served meanwhile. */
@@ -119,17 +126,24 @@ async function measure(database: 'pglite' | 'postgres', adminUrl: string | null)
     }
     const servedBefore = await servedBy(upstream)
     let answered = 0
-    const samples = await alternatingRounds<Route>(['decisions', 'gateway'], ROUNDS, async (route, warmUp) => {
-      const result = await maxThroughput(server!.url, specs[route], warmUp ? WARMUP_SECONDS : SECONDS, CONNECTIONS, pid)
+    const servedAt = async () => (await servedBy(upstream!)) - directs
+    let directs = 0
+    const samples = await alternatingRounds<Route>(['decisions', 'gateway', 'direct'], ROUNDS, async (route, warmUp) => {
+      // The direct calls are served by the upstream too: counted apart, so the check below sees only the gateway's.
+      const before = route === 'direct' ? await servedBy(upstream!) : 0
+      const measured = route === 'direct' ? upstream!.child.pid! : pid
+      const result = await maxThroughput(route === 'direct' ? upstream!.url : server!.url, specs[route], warmUp ? WARMUP_SECONDS : SECONDS, CONNECTIONS, measured)
       if (route === 'gateway') answered += result.statuses['200'] ?? 0
-      const after = await settle(pid)
+      const after = await settle(measured)
+      if (route === 'direct') directs += (await servedBy(upstream!)) - before
       return { ...result, cpuMicros: result.cpuMicros === null || result.cpuMicros === undefined || result.answered === 0 ? null : result.cpuMicros + after / result.answered }
     })
     // Before the probes: the direct ones are served by the upstream too.
-    const served = (await servedBy(upstream)) - servedBefore
+    const served = (await servedAt()) - servedBefore
     const gateway = samples.get('gateway')!
     const decisions = samples.get('decisions')!
     const ratios = gateway.map((g, i) => g.rps / (decisions[i]?.rps ?? NaN)).filter(Number.isFinite)
+    const ceilings = samples.get('direct')!.map((d, i) => d.rps / (decisions[i]?.rps ?? NaN)).filter(Number.isFinite)
     // The latency probes at a tenth of the gateway's maximum, ABCCBA twice: the gateway, the upstream
     // alone, and POST /decisions (how much of the gateway's time is the logged decision itself).
     const rate = Math.max(10, Math.round((medianRps(gateway) ?? 100) / 10))
@@ -144,6 +158,7 @@ async function measure(database: 'pglite' | 'postgres', adminUrl: string | null)
       database: scratch ? 'PostgreSQL' : 'PGlite',
       samples,
       ratio: ratios.length ? median(ratios) : null,
+      ceiling: ceilings.length ? median(ceilings) : null,
       rate,
       latency: { gateway: medianLatency(probes.gateway), decisions: medianLatency(probes.decisions), direct: medianLatency(probes.direct) },
       forwarded: { answered, served },
@@ -154,6 +169,18 @@ async function measure(database: 'pglite' | 'postgres', adminUrl: string | null)
     await scratch?.drop().catch(() => {})
     rmSync(dataDir, { recursive: true, force: true })
   }
+}
+
+/**
+ * The most the gateway could reach if Steward's process is what bounds both routes: every gateway
+ * call costs at least its decision plus the official SDK's serving of one tools/call (measured as
+ * the upstream alone's CPU per call, which is that and nothing more), and the SDK's client call
+ * upstream comes on top.
+ */
+function cpuCeiling(r: Result): number | null {
+  const decision = medianCpu(r.samples.get('decisions'))
+  const sdk = medianCpu(r.samples.get('direct'))
+  return decision === null || sdk === null ? null : decision / (decision + sdk)
 }
 
 const adminUrl = DATABASES.includes('postgres') ? await findPostgres() : null
@@ -168,26 +195,30 @@ lines.push(
   `The example upstream (examples/mcp-upstream.ts, the official SDK) in a process of its own; one organization with an agent key, the upstream registered as \`echo\`, and 10 policies, one allowing \`mcp.echo.*\`. ` +
     `Gateway: a 2026-07-28 tools/call of \`echo__echo\` with new arguments each time, decided, logged and forwarded. POST /decisions: the same decision (agent key, action, resource, arguments, context) and nothing more. ` +
     `${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per route in alternating order after a warm-up; the ratio is the median of the rounds' neighbour ratios. ` +
-    `CPU per call: Steward's process (with PGlite, the database too) over the window and until it was idle again; the upstream's CPU is not in it. ` +
+    `The upstream alone: the same tools/call sent straight to the upstream, measured in the same rounds; every gateway call is also one of these, on the same two cores, so its ratio to POST /decisions is the gateway's ceiling here; and its CPU per call is what the official SDK spends serving one tools/call, which the gateway spends too before it forwards anything, so decision ÷ (decision + that) bounds the gateway's ratio when Steward's process is the bottleneck. ` +
+    `CPU per call: Steward's process (with PGlite, the database too) over the window and until it was idle again; the upstream's CPU is not in it (for the upstream alone: the upstream's process). ` +
     `Latency: the gateway, a direct call of the upstream and POST /decisions at 10 % of the gateway's maximum rate, four ${PROBE_SECONDS} s probes each (ABCCBA twice).`,
   '',
 )
 lines.push('| goal | target | reached |', '|---|---|---|')
 for (const r of results) {
   lines.push(`| MCP tools/call through the gateway vs POST /decisions, throughput, ${r.database} | ≥ ${THROUGHPUT_GOAL} | ${verdict(r.ratio, THROUGHPUT_GOAL)} |`)
+  lines.push(`| its ceiling here by throughput: the upstream alone vs POST /decisions, ${r.database} | (≥ ${THROUGHPUT_GOAL} for the goal to be reachable) | ${verdict(r.ceiling, THROUGHPUT_GOAL)} |`)
+  lines.push(`| its ceiling here by CPU: decision ÷ (decision + the SDK serving one tools/call), ${r.database} | (≥ ${THROUGHPUT_GOAL} for the goal to be reachable) | ${verdict(cpuCeiling(r), THROUGHPUT_GOAL)} |`)
   lines.push(`| MCP gateway median latency above a direct upstream call (ms) at 10 % of its maximum, ${r.database} | ≤ ${LATENCY_GOAL_MS} | ${verdict(r.latency.gateway.p50 - r.latency.direct.p50, LATENCY_GOAL_MS, false)} |`)
 }
 lines.push(
   '',
-  '| database | gateway calls/s | POST /decisions req/s | CPU µs per call, gateway / decisions | probe rate | median ms, gateway / direct / decisions |',
-  '|---|---:|---:|---:|---:|---:|',
+  '| database | gateway calls/s | POST /decisions req/s | upstream alone calls/s | CPU µs per call, gateway / decisions / upstream alone | probe rate | median ms, gateway / direct / decisions |',
+  '|---|---:|---:|---:|---:|---:|---:|',
 )
 let bad = false
 for (const r of results) {
   const gateway = r.samples.get('gateway')
   const decisions = r.samples.get('decisions')
-  lines.push(`| ${r.database} | ${fmt(medianRps(gateway))} | ${fmt(medianRps(decisions))} | ${fmt(medianCpu(gateway))} / ${fmt(medianCpu(decisions))} | ${fmt(r.rate)} req/s | ${r.latency.gateway.p50.toFixed(2)} / ${r.latency.direct.p50.toFixed(2)} / ${r.latency.decisions.p50.toFixed(2)} |`)
-  for (const t of [...(gateway ?? []), ...(decisions ?? [])]) if (t.errors > 0 || Object.keys(t.statuses).some((status) => status !== '200')) bad = true
+  const direct = r.samples.get('direct')
+  lines.push(`| ${r.database} | ${fmt(medianRps(gateway))} | ${fmt(medianRps(decisions))} | ${fmt(medianRps(direct))} | ${fmt(medianCpu(gateway))} / ${fmt(medianCpu(decisions))} / ${fmt(medianCpu(direct))} | ${fmt(r.rate)} req/s | ${r.latency.gateway.p50.toFixed(2)} / ${r.latency.direct.p50.toFixed(2)} / ${r.latency.decisions.p50.toFixed(2)} |`)
+  for (const t of [...(gateway ?? []), ...(decisions ?? []), ...(direct ?? [])]) if (t.errors > 0 || Object.keys(t.statuses).some((status) => status !== '200')) bad = true
   const inFlight = CONNECTIONS * (ROUNDS + 1)
   if (r.latency.gateway.errors + r.latency.decisions.errors + r.latency.direct.errors > 0 || r.forwarded.served < r.forwarded.answered || r.forwarded.served > r.forwarded.answered + inFlight) bad = true
 }
@@ -195,7 +226,7 @@ lines.push('')
 for (const r of results) {
   const each = (route: Route) => r.samples.get(route)!.map((t) => fmt(t.rps)).join(', ')
   lines.push(
-    `- ${r.database}: rounds, gateway ${each('gateway')}; decisions ${each('decisions')}. Statuses: gateway ${statusesOf(r.samples.get('gateway'))}; decisions ${statusesOf(r.samples.get('decisions'))}; ` +
+    `- ${r.database}: rounds, gateway ${each('gateway')}; decisions ${each('decisions')}; upstream alone ${each('direct')}. Statuses: gateway ${statusesOf(r.samples.get('gateway'))}; decisions ${statusesOf(r.samples.get('decisions'))}; upstream alone ${statusesOf(r.samples.get('direct'))}; ` +
       `probe errors ${r.latency.gateway.errors + r.latency.decisions.errors + r.latency.direct.errors}. Gateway calls answered 200 in the throughput windows: ${r.forwarded.answered}; tool calls the upstream served meanwhile: ${r.forwarded.served} (the difference: calls in flight when a window closed, at most ${CONNECTIONS * (ROUNDS + 1)}).`,
   )
 }
