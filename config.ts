@@ -98,7 +98,7 @@ const EnvSchema = v.object({
   // The key is never echoed in a message: a mistyped one is still mostly the real one.
   SECRETS_KEY: v.optional(v.pipe(v.string(), v.check((text) => SECRETS_KEY_SHAPE.test(text.trim()), SECRETS_KEY_MESSAGE), v.transform((text) => text.trim()))),
   MCP_UPSTREAM_TIMEOUT_MS: integer('MCP_UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
-  MCP_APPROVAL_HOLD_SECONDS: integer('MCP_APPROVAL_HOLD_SECONDS', 60, 0, 3600),
+  MCP_APPROVAL_HOLD_SECONDS: integer('MCP_APPROVAL_HOLD_SECONDS', 50, 0, 3600),
   MCP_ALLOWED_ORIGINS: list(v.pipe(v.string(), v.check((origin) => ORIGIN.test(origin), (issue) => `MCP_ALLOWED_ORIGINS entries must be origins like https://example.com, got "${String(issue.input)}"`))),
   BODY_LIMIT_BYTES: integer('BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
   BODY_TIMEOUT_MS: integer('BODY_TIMEOUT_MS', 10_000, 100, 600_000),

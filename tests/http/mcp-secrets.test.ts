@@ -48,7 +48,7 @@ t.test('SECRETS_KEY and the other MCP settings', async (t) => {
   const defaults = loadConfig({})
   t.same(
     [defaults.mcpAllowPrivate, defaults.secretsKey, defaults.mcpUpstreamTimeoutMs, defaults.mcpApprovalHoldSeconds, defaults.maxMcpServersPerOrg, defaults.mcpAllowedOrigins],
-    [false, null, 30_000, 60, 50, []],
+    [false, null, 30_000, 50, 50, []],
   )
   const set = loadConfig({ MCP_ALLOW_PRIVATE: 'true', SECRETS_KEY: ` ${standard} `, MCP_UPSTREAM_TIMEOUT_MS: '500', MCP_APPROVAL_HOLD_SECONDS: '0', MAX_MCP_SERVERS_PER_ORG: '7', MCP_ALLOWED_ORIGINS: 'https://a.example.com, http://localhost:3000' })
   t.same(
