@@ -68,24 +68,52 @@ function sessionFor(body: unknown): string | null {
   return SESSION_PREFIX + Buffer.from(JSON.stringify({ n: info.name.slice(0, 200), v: info.version.slice(0, 100) })).toString('base64url')
 }
 
-/** A stream that runs `done` once when it ends, fails or its reader goes away. */
-function watched(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+/** How often an open listen stream's credential is checked again (a revoked key's stream is closed). */
+const RECHECK_MS = 2000
+
+/**
+ * A stream that runs `done` once when it ends, fails or its reader goes away; with `stillAllowed`,
+ * it is also ended when that check, run every RECHECK_MS, says no or fails (fail closed).
+ */
+function watched(body: ReadableStream<Uint8Array>, done: () => void, stillAllowed?: () => Promise<boolean>): ReadableStream<Uint8Array> {
   const reader = body.getReader()
+  let timer: ReturnType<typeof setInterval> | null = null
+  let finished = false
+  const finish = () => {
+    if (finished) return false
+    finished = true
+    if (timer !== null) clearInterval(timer)
+    done()
+    return true
+  }
   return new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (!stillAllowed) return
+      timer = setInterval(() => {
+        void stillAllowed()
+          .catch(() => false)
+          .then((allowed) => {
+            if (allowed || !finish()) return
+            controller.close()
+            void reader.cancel().catch(() => {})
+          })
+      }, RECHECK_MS)
+      timer.unref?.()
+    },
     async pull(controller) {
       try {
         const { value, done: ended } = await reader.read()
+        if (finished) return
         if (ended) {
-          done()
+          finish()
           controller.close()
         } else controller.enqueue(value)
       } catch (error) {
-        done()
-        controller.error(error)
+        if (finish()) controller.error(error)
       }
     },
     cancel(reason) {
-      done()
+      finish()
       return reader.cancel(reason)
     },
   })
@@ -156,8 +184,15 @@ export function createMcpSurface(config: Config, deps: Deps, services: Services)
     if (response.body === null) return { status: response.status, body: null, headers }
     if (!(headers['content-type'] ?? '').startsWith('text/event-stream')) return { status: response.status, body: await response.text(), headers }
     const listening = (parsedBody as { method?: unknown } | undefined)?.method === 'subscriptions/listen'
-    const release = listening ? watch.watch(principal.organizationId, agentKey.agentId) : () => {}
-    return { status: response.status, body: null, stream: watched(response.body, release), headers }
+    if (!listening) return { status: response.status, body: null, stream: watched(response.body, () => {}), headers }
+    // Continuous authorization: a listen stream lives only as long as its key (revoked, expired or
+    // its agent deleted: the stream ends, in every process, through the credential feed).
+    const authorization = request.headers.get('authorization')
+    const stillAllowed = async () => {
+      const now = await services.credentials.authenticate(authorization, deps.clock())
+      return !(now instanceof HttpError) && now.agentId === agentKey.agentId
+    }
+    return { status: response.status, body: null, stream: watched(response.body, watch.watch(principal.organizationId, agentKey.agentId), stillAllowed), headers }
   }
 
   const guarded = guard.protect('decisions:check', serve, { agentKeys: true })

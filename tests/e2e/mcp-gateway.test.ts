@@ -188,3 +188,16 @@ t.test('a policy change reaches a listening 2026 client as list_changed, and the
   t.same((await client.listTools({}, { cacheMode: 'refresh' })).tools, [], 'a disabled upstream is announced too, and lists nothing')
   await app.call('PATCH', `/mcp/servers/${demo.server_id}`, { token: app.vars.ADMIN_KEY_A, json: { enabled: true } })
 })
+
+t.test('a listen stream ends when its agent key is revoked: no notifications for a key that no longer works', async (t) => {
+  const created = await jsonOf(await app.call('POST', `/agents/${agentIds.bot}/keys`, { token: app.vars.ADMIN_KEY_A, json: {} }))
+  const client = await modernClient(t, app, created.api_key, { listChanged: { tools: { autoRefresh: false, debounceMs: 0, onChanged: () => {} } } })
+  const subscription = await eventually(async () => client.autoOpenedSubscription)
+  let ended: unknown = 'still open'
+  void subscription.closed.then((cause: unknown) => (ended = cause))
+  t.equal((await app.call('DELETE', `/keys/${created.key_id}`, { token: app.vars.ADMIN_KEY_A })).status, 204)
+  await eventually(async () => ended !== 'still open')
+  t.equal(ended, 'remote', 'the server closed the stream')
+  const again = await app.call('POST', '/mcp', { token: created.api_key, json: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} } })
+  t.equal(again.status, 401, 'and the key opens nothing new')
+})
