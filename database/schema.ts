@@ -2,6 +2,9 @@
 import type { ColumnType, Generated } from 'kysely'
 import type { ApprovalStatus, DefaultDecision, EpochMs, Json, OptionalJson, Outcome, Role, Timestamp } from './column-types.ts'
 import type { DecisionVia, McpServerTable } from './mcp-schema.ts'
+import type { DecisionRollupStateTable, DecisionRollupTable, LeadDuplicateCountTable } from './report-schema.ts'
+import type { LeadListSettingsTable, LeadMailAttemptTable, LeadMailOutboxTable, LeadSubscriptionTable } from './lead-mail-schema.ts'
+import type { LeadSpamCaptchaTokenTable, LeadSpamSettingsTable, LeadSpamTable } from './lead-spam-schema.ts'
 import type { WebhookDeliveryTable, WebhookFanoutTable, WebhookTable } from './webhook-schema.ts'
 
 export type { ApprovalStatus, DefaultDecision, Role }
@@ -83,6 +86,8 @@ export interface PolicyVersionTable {
   archived: boolean
   created_at: Timestamp
   created_by: string
+  /** Budgets (engine/limits.ts LimitInput[]), JSON text on write. */
+  limits: ColumnType<unknown, string | undefined, string>
 }
 
 /** One logged decision (partitioned by month of evaluated_at). */
@@ -269,6 +274,8 @@ export interface PolicyTable {
   approval: OptionalJson
   /** Set by DELETE: the policy no longer applies; its versions stay readable. */
   archived_at: Timestamp | null
+  /** Budgets (engine/limits.ts LimitInput[]), JSON text on write. */
+  limits: ColumnType<unknown, string | undefined, string>
   mode: 'enforce' | 'monitor'
   enabled: boolean
   version: number
@@ -353,4 +360,41 @@ export interface Database {
   webhook_deliveries: WebhookDeliveryTable
   webhook_fanout: WebhookFanoutTable
   mcp_servers: McpServerTable
+  decision_rollup: DecisionRollupTable
+  decision_rollup_state: DecisionRollupStateTable
+  lead_duplicate_counts: LeadDuplicateCountTable
+  lead_list_settings: LeadListSettingsTable
+  lead_subscriptions: LeadSubscriptionTable
+  lead_mail_outbox: LeadMailOutboxTable
+  lead_mail_attempts: LeadMailAttemptTable
+  lead_spam_settings: LeadSpamSettingsTable
+  lead_spam: LeadSpamTable
+  lead_spam_captcha_tokens: LeadSpamCaptchaTokenTable
+  budget_counters: BudgetCounterTable
+  budget_reservations: BudgetReservationTable
+}
+
+/** One limit's counter for one scope (storage/budgets.ts). */
+export interface BudgetCounterTable {
+  organization_id: string
+  counter_key: string
+  policy_id: string
+  limit_name: string
+  agent_id: string | null
+  resource: string | null
+  limit_window: Json
+  window_start: Timestamp
+  used: number
+  buckets: OptionalJson
+  reached_at: Timestamp | null
+  updated_at: Timestamp
+}
+
+/** What a pending approval holds of a counter, released exactly once on deny, expiry or cancel. */
+export interface BudgetReservationTable {
+  approval_id: string
+  organization_id: string
+  counter_key: string
+  slot: Timestamp
+  amount: number
 }

@@ -50,6 +50,8 @@ export const AUDIT_EVENT_TYPES = [
   'mcp_server.deleted',
   'audit.exported',
   'audit.pruned',
+  'limit.reached',
+  'limit.changed',
 ] as const
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number]
 

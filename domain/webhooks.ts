@@ -15,6 +15,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'key.revoked',
   'lead.created',
   'mcp_server.changed',
+  'limit.reached',
+  'limit.changed',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -32,6 +34,8 @@ export const SUBSCRIPTION_COVERS: Readonly<Record<WebhookEventType, readonly str
   'key.revoked': ['key.revoked'],
   'lead.created': ['lead.created'],
   'mcp_server.changed': ['mcp_server.created', 'mcp_server.updated', 'mcp_server.deleted'],
+  'limit.reached': ['limit.reached'],
+  'limit.changed': ['limit.changed'],
 })
 
 /** The audit types any of `subscriptions` covers. */

@@ -84,6 +84,35 @@ export function compileCondition(source: string): ConditionCompileResult {
   return { ok: true, condition: { source, evaluate: (variables) => run(program, variables) } }
 }
 
+/**
+ * Compiles an expression of any type (a limit's amount), with the same environment, size bound
+ * and refused constructs as a condition; the caller checks the value it returns.
+ */
+export function compileExpression(source: string): { ok: true; evaluate: (variables: ConditionVariables) => { ok: true; value: unknown } | { ok: false; message: string } } | { ok: false; error: ConditionCompileError } {
+  if (source.trim() === '') return failure(source, 'Expression is empty', 0)
+  if (new TextEncoder().encode(source).length > MAX_CONDITION_BYTES) return failure(source, `Expression is longer than ${MAX_CONDITION_BYTES} bytes`, MAX_CONDITION_BYTES)
+  let program: ReturnType<Environment['parse']>
+  try {
+    program = celEnvironment().parse(source)
+  } catch (error) {
+    return failure(source, summaryOf(error), startOf(error))
+  }
+  const checked = program.check()
+  if (!checked.valid) return failure(source, summaryOf(checked.error), startOf(checked.error))
+  const refused = refusedConstruct(program.ast, false)
+  if (refused) return failure(source, refused.message, refused.node.start)
+  return {
+    ok: true,
+    evaluate: (variables) => {
+      try {
+        return { ok: true, value: program(variables) }
+      } catch (error) {
+        return { ok: false, message: summaryOf(error) }
+      }
+    },
+  }
+}
+
 function run(program: (context: ConditionVariables) => unknown, variables: ConditionVariables): ConditionOutcome {
   let value: unknown
   try {

@@ -7,6 +7,7 @@
 // require_approval and false for allow, and is reported. Monitor-mode policies never change the
 // decision; `monitor` is the decision with them enforced too (shadow mode).
 import type { ConditionVariables } from './condition.ts'
+import { applyLimits, type AppliedLimit } from './limits.ts'
 import { candidatesFor, type CompiledPolicy, type CompiledPolicySet } from './policyset.ts'
 import { DEFAULT_APPROVAL, type AgentStatus, type ApprovalSettings, type ConditionError, type Decision, type Effect, type OrganizationSettings, type PolicyReason, type Reason, type Rule } from './types.ts'
 
@@ -46,7 +47,11 @@ export interface DecisionOutcome extends DecisionView {
   /** Present exactly when `decision` is require_approval. */
   readonly approval: ApprovalRequirement | null
   readonly ruleset_revision: number
+  /** The limits of every applying policy (enforce and monitor mode) and what this request takes of each. */
+  readonly limits?: readonly AppliedLimit[]
 }
+
+const NO_LIMITS: readonly AppliedLimit[] = Object.freeze([])
 
 const STRENGTH: Readonly<Record<Effect, number>> = { allow: 1, require_approval: 2, deny: 3 }
 
@@ -64,8 +69,17 @@ export function decide(set: CompiledPolicySet, settings: OrganizationSettings, r
     errors,
     approval: decision.decision === 'require_approval' ? combineApprovals(enforced.filter((p) => p.effect === 'require_approval')) : null,
     ruleset_revision: set.ruleset_revision,
+    limits: limitsOf(enforced, shadowed, request),
   }
 }
+
+function limitsOf(enforced: readonly CompiledPolicy[], shadowed: readonly CompiledPolicy[], request: DecisionRequest): readonly AppliedLimit[] {
+  if (!enforced.some(hasLimits) && !shadowed.some(hasLimits)) return NO_LIMITS
+  let variables: ConditionVariables | null = null
+  return applyLimits(enforced.concat(shadowed).filter(hasLimits).sort(byOrder), () => (variables ??= conditionVariables(request, request.resource ?? '')))
+}
+
+const hasLimits = (policy: CompiledPolicy): boolean => policy.limits.length > 0
 
 interface Applying {
   readonly enforced: CompiledPolicy[]
@@ -122,7 +136,7 @@ export function reasonOf(policy: CompiledPolicy): PolicyReason {
 
 function byRule(set: CompiledPolicySet, decision: Decision, rule: Rule): DecisionOutcome {
   const view: DecisionView = { decision, reasons: [{ rule }] }
-  return { ...view, monitor: view, errors: [], approval: decision === 'require_approval' ? combineApprovals([]) : null, ruleset_revision: set.ruleset_revision }
+  return { ...view, monitor: view, errors: [], approval: decision === 'require_approval' ? combineApprovals([]) : null, ruleset_revision: set.ruleset_revision, limits: NO_LIMITS }
 }
 
 function byOrder(a: CompiledPolicy, b: CompiledPolicy): number {

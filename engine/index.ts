@@ -8,3 +8,4 @@ export { argsSha256, canonicalJson, canonicalSha256, CanonicalJsonError, type Bo
 export { capabilitiesOf, capabilityOf, type Capability, type CapabilityAgent, type CapabilityEntry, type CapabilityPolicy } from './capabilities.ts'
 export { DEFAULT_REPLAY_SAMPLE, replay, type LoggedDecision, type ReplayResult, type ReplaySample } from './replay.ts'
 export * from './types.ts'
+export { addTo, applyLimits, bucketWidthMs, compileLimit, counterKey, currentOf, isTimeZone, MAX_LIMIT_VALUE, MAX_LIMITS_PER_POLICY, releaseFrom, resetsAt, slotOf, unitsLabel, windowAt, windowLabel, type AppliedLimit, type CompiledLimit, type CounterState, type LimitInput, type LimitKind, type LimitMode, type LimitScope, type LimitWindow, type WindowSpan, type WindowType } from './limits.ts'

@@ -2,6 +2,7 @@
 // conditions become CEL programs, and an index by action keeps one evaluation to the few
 // policies that can apply. The result is frozen; callers cache it by (organization, revision).
 import { compileCondition, type CompiledCondition } from './condition.ts'
+import { compileLimit, type CompiledLimit } from './limits.ts'
 import { compilePatternList, isExactPattern, type Matcher } from './patterns.ts'
 import { DEFAULT_APPROVAL, type ApprovalSettings, type Effect, type PolicyInput, type PolicyMode } from './types.ts'
 
@@ -23,6 +24,8 @@ export interface CompiledPolicy {
   readonly matchAgent: Matcher
   readonly matchAction: Matcher
   readonly matchResource: Matcher
+  /** Its budgets (engine/limits.ts); a stored amount that no longer compiles fails closed when evaluated. */
+  readonly limits: readonly CompiledLimit[]
   /** Position in the input list: reasons and errors are reported in this order. */
   readonly order: number
 }
@@ -88,10 +91,18 @@ export function compilePolicy(policy: PolicyInput, order: number): { policy: Com
     matchAgent: compilePatternList(policy.agents),
     matchAction: compilePatternList(policy.actions),
     matchResource: compilePatternList(policy.resources),
+    limits: Object.freeze((policy.limits ?? []).map(compiledLimitOf)),
     order,
   })
   const problem = conditionError === null ? null : { policy_id: policy.policy_id, version: policy.version, message: conditionError }
   return { policy: compiled, problem }
+}
+
+function compiledLimitOf(limit: NonNullable<PolicyInput['limits']>[number]): CompiledLimit {
+  const compiled = compileLimit(limit)
+  if (compiled.ok) return compiled.limit
+  const message = compiled.message
+  return Object.freeze({ ...limit, evaluateAmount: () => ({ ok: false as const, message }) })
 }
 
 /** Compiles the policies in force for one organization at one ruleset revision. */

@@ -1,5 +1,6 @@
 // Shapes shared by the engine's modules and by its callers (routes and storage), kept free of
 // any I/O so the engine can be compiled, evaluated and tested on its own.
+import type { LimitInput } from './limits.ts'
 
 export type Effect = 'allow' | 'deny' | 'require_approval'
 export type Decision = Effect
@@ -37,6 +38,8 @@ export interface PolicyInput {
   readonly mode: PolicyMode
   readonly enabled: boolean
   readonly archived: boolean
+  /** Budgets counted while the policy applies (engine/limits.ts); none when absent. */
+  readonly limits?: readonly LimitInput[] | null
 }
 
 export interface OrganizationSettings {
@@ -62,7 +65,34 @@ export interface RuleReason {
   readonly rule: Rule
 }
 
-export type Reason = PolicyReason | RuleReason
+/**
+ * Why a limit refused a request (limit_exceeded: it would go over; limit_error: its amount could
+ * not be taken from the request, which fails closed), or, in `monitor`, would have.
+ */
+export interface LimitReason {
+  readonly rule: 'limit_exceeded' | 'limit_error'
+  readonly policy_id: string
+  readonly version: number
+  /** The limit's name (the policy's is policy_name). */
+  readonly limit: string
+  readonly policy_name: string
+  readonly kind: 'count' | 'spend'
+  readonly mode: PolicyMode
+  /** The window, as "day (Europe/Paris)", "rolling 3600 s", "all_time" or "per_call". */
+  readonly window: string
+  readonly max: number
+  readonly used: number
+  readonly remaining: number
+  /** What this request would take (null when its amount could not be evaluated). */
+  readonly requested: number | null
+  readonly currency: string | null
+  /** When the window resets (ISO 8601), or null (all_time, per_call, an empty rolling window). */
+  readonly resets_at: string | null
+  /** The whole reason as one sentence. */
+  readonly message: string
+}
+
+export type Reason = PolicyReason | RuleReason | LimitReason
 
 /** A condition that failed at run time (or a stored condition that no longer compiles). */
 export interface ConditionError {

@@ -16,6 +16,7 @@ import { findDecision, listDecisions, type DecisionCursor } from '../storage/dec
 import type { DecisionRecord } from '../storage/decisions.ts'
 import { protectedErrors, type Guard } from './access.ts'
 import type { RequestContext, Route } from './deps.ts'
+import { LimitsSchema } from './limit-schemas.ts'
 import { CursorTimestamp, CursorUuid, decodeCursor, encodeCursor, PageSize, jsonObject, parseValue, Timestamp } from './input.ts'
 
 export const DECISION_NOT_FOUND = 'Decision not found'
@@ -89,6 +90,7 @@ const DraftSchema = v.pipe(
       condition: v.optional(v.nullable(v.pipe(v.string('Field condition must be a string or null'), v.maxLength(4096, 'Field condition is longer than 4096 bytes'))), null),
       mode: v.optional(v.picklist(['enforce', 'monitor'], 'Field mode must be enforce or monitor'), 'enforce'),
       enabled: v.optional(v.boolean('Field enabled must be a boolean'), true),
+      limits: v.optional(LimitsSchema, []),
     },
     'Each draft policy must be a JSON object',
   ),
@@ -115,7 +117,23 @@ const ReasonSchema = v.pipe(
     name: v.optional(v.string()),
     effect: v.optional(v.string()),
     mode: v.optional(v.string()),
-    rule: v.optional(v.pipe(v.string(), v.description('default_decision, agent_suspended, unknown_agent, approval (an approval was used), approval_mismatch or approval_unusable when no policy decided.'))),
+    rule: v.optional(
+      v.pipe(
+        v.string(),
+        v.description('default_decision, agent_suspended, unknown_agent, approval (an approval was used), approval_mismatch or approval_unusable when no policy decided; limit_exceeded or limit_error when a limit refused (docs/budgets.md).'),
+      ),
+    ),
+    limit: v.optional(v.pipe(v.string(), v.description('limit_exceeded, limit_error: the limit\'s name; policy_id, version and policy_name name its policy.'))),
+    policy_name: v.optional(v.string()),
+    window: v.optional(v.pipe(v.string(), v.description('The limit\'s window: "day (Europe/Paris)", "rolling 3600 s", "all_time", "per_call".'))),
+    kind: v.optional(v.picklist(['count', 'spend'])),
+    max: v.optional(v.number()),
+    used: v.optional(v.pipe(v.number(), v.description('Used in the window before this request.'))),
+    remaining: v.optional(v.number()),
+    requested: v.optional(v.nullable(v.number())),
+    currency: v.optional(v.nullable(v.string())),
+    resets_at: v.optional(v.nullable(v.string())),
+    message: v.optional(v.pipe(v.string(), v.description('The limit reason as one sentence.'))),
   }),
   v.title('Reason'),
 )

@@ -4,6 +4,7 @@ import * as v from 'valibot'
 import { approvalFor } from '../services/policies.ts'
 import type { Policy, PolicyFields, PolicyVersion, PolicyWrite } from '../storage/policies.ts'
 import { EffectSchema, ModeSchema } from './policy-schemas.ts'
+import { LimitAnswerSchema } from './limit-schemas.ts'
 
 const ApprovalAnswerSchema = v.pipe(
   v.nullable(
@@ -28,6 +29,7 @@ const contentEntries = {
   approval: ApprovalAnswerSchema,
   mode: ModeSchema,
   enabled: v.boolean(),
+  limits: v.pipe(v.array(LimitAnswerSchema), v.description('Budgets counted while the policy applies (docs/budgets.md); [] for none.')),
 }
 
 const policyEntries = {
@@ -76,6 +78,7 @@ function contentToJson(content: PolicyFields): Pick<v.InferOutput<typeof PolicyS
     approval: content.approval ?? approvalFor(content.effect, null),
     mode: content.mode,
     enabled: content.enabled,
+    limits: (content.limits ?? []).map((limit) => ({ ...limit, amount: limit.amount ?? null, currency: limit.currency ?? null, window: { ...limit.window } as { type: string; tz?: string; seconds?: number } })),
   }
 }
 

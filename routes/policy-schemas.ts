@@ -7,6 +7,7 @@ import { ROLES } from '../domain/roles.ts'
 import { unknownField } from '../http/body.ts'
 import { conditionProblem } from '../services/policies.ts'
 import { jsonObject } from './input.ts'
+import { LimitsSchema } from './limit-schemas.ts'
 
 export const CONDITIONS_REPLACED = 'Field conditions was replaced by condition: a CEL expression (string) or null'
 export const MAX_USE_WITHIN_SECONDS = 86_400
@@ -108,6 +109,7 @@ const fields = {
   approval: v.nullable(ApprovalSchema),
   mode: ModeSchema,
   enabled: v.pipe(v.boolean('Field enabled must be a boolean'), v.description('Disabled policies are kept but not applied.')),
+  limits: LimitsSchema,
 }
 
 const OrganizationIdSchema = v.pipe(v.string('organization_id must be a string'), v.description('The organization the credential was issued for.'))
@@ -123,6 +125,7 @@ const createEntries = {
   approval: v.optional(fields.approval, null),
   mode: v.optional(fields.mode, 'enforce'),
   enabled: v.optional(fields.enabled, true),
+  limits: v.optional(fields.limits, []),
 }
 
 const READ_ONLY = ['policy_id', 'version', 'archived', 'archived_at', 'created_at', 'updated_at', 'created_by', 'ruleset_revision']
@@ -166,6 +169,7 @@ export const PolicyUpdateSchema = v.pipe(
       approval: v.optional(fields.approval),
       mode: v.optional(fields.mode),
       enabled: v.optional(fields.enabled),
+      limits: v.optional(fields.limits),
     },
     unknownField([...READ_ONLY, 'organization_id'], { retired: RETIRED }),
   ),

@@ -8,6 +8,7 @@ import { REASON } from '../http/errors.ts'
 import { createServices, type Services } from '../services/index.ts'
 import { createGuard } from './access.ts'
 import { agentRoutes } from './agents.ts'
+import { agentUsageRoutes } from './agent-usage.ts'
 import { approvalRoutes } from './approvals.ts'
 import { auditRoutes } from './audit.ts'
 import { auditVerifyRoutes } from './audit-verify.ts'
@@ -18,12 +19,16 @@ import { healthRoutes } from './health.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { leadListRoutes } from './lead-lists.ts'
+import { leadLinkRoutes } from './lead-links.ts'
+import { leadSettingsRoutes } from './lead-settings.ts'
 import { mcpServerRoutes } from './mcp-servers.ts'
 import { memberRoutes } from './members.ts'
 import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
+import { policySetRoutes } from './policy-sets.ts'
 import { policyVersionRoutes } from './policy-versions.ts'
+import { reportRoutes } from './reports.ts'
 import { toolhiveRoutes } from './toolhive.ts'
 import { webhookRoutes } from './webhooks.ts'
 
@@ -37,6 +42,7 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
     routes: [
       ...authRoutes(config.loginRateLimit, credentials, passwords),
       ...policyReplayRoutes(guard),
+      ...policySetRoutes(guard),
       ...policyRoutes(guard),
       ...policyVersionRoutes(guard),
       ...organizationRoutes(guard),
@@ -44,14 +50,18 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
       ...memberRoutes(guard, credentials),
       ...invitationRoutes(config, guard, passwords),
       ...agentRoutes(guard, credentials, services.sets),
+      ...agentUsageRoutes(guard, services.sets),
       ...decisionRoutes(guard, services.decisions),
       ...toolhiveRoutes(services),
-      ...leadListRoutes(guard),
+      ...leadListRoutes(guard, services.leadMail),
+      ...leadSettingsRoutes(guard, services.leadMail),
+      ...leadLinkRoutes(services.leadMail),
       ...approvalRoutes(guard, services.approvals),
       ...auditVerifyRoutes(guard),
       ...auditRoutes(guard),
       ...webhookRoutes(guard),
       ...mcpServerRoutes(guard, services.mcpServers),
+      ...reportRoutes(guard),
       ...healthRoutes(deps.db),
     ],
     errorBody: (status, error) =>

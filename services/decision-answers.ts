@@ -52,6 +52,7 @@ export interface DraftPolicy {
   readonly condition: string | null
   readonly mode: PolicyInput['mode']
   readonly enabled: boolean
+  readonly limits?: PolicyInput['limits']
 }
 
 export interface SimulateInput extends DecisionInput {

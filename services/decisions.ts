@@ -5,14 +5,16 @@
 // is thrown as HttpError, the status the route answers it with.
 import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
-import { decide as evaluate } from '../engine/index.ts'
+import { decide as evaluate, type DecisionOutcome, type Reason } from '../engine/index.ts'
 import { HttpError } from '../http/errors.ts'
 import type { Logger } from '../log.ts'
 import { findIdempotent, type DecisionRecord } from '../storage/decisions.ts'
 import type { Database } from '../database/schema.ts'
+import type { LimitHit } from '../storage/budgets.ts'
 import { INVALID_CREDENTIAL } from './credentials.ts'
 import { createDecisionAgents, type AgentContext } from './decision-agents.ts'
-import { createApproval, lostUse, useApproval } from './decision-approvals.ts'
+import { createApproval, lostUse, useApproval, type Settled } from './decision-approvals.ts'
+import { checkWithoutCounting, hitReason, monitorWith, NO_LIMIT_PLAN, planOf } from './budgets.ts'
 import {
   answerOf,
   assertPayloadBound,
@@ -71,6 +73,11 @@ export interface DecisionServiceDeps {
 
 /** What decideAndLog answers when its cached context turned out stale (nothing was written). */
 const STALE: unique symbol = Symbol('stale context')
+
+/** A limit refuses: deny, no approval created or used. */
+function limitDeny(reason: Reason): Settled {
+  return { decision: 'deny', reasons: [reason], ref: null, create: null, consume: null }
+}
 
 export function createDecisionService(deps: DecisionServiceDeps): DecisionService {
   const { db, clock, logger, config, sets, writer } = deps
@@ -131,14 +138,19 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
       : await useApproval(db, principal, agent, input.approval_id, outcome, argsHash, now)
     if (cached && settled.create !== null) return STALE
     const guard = cached ? { revision: found.settings.ruleset_revision } : null
+    // Budgets (docs/budgets.md): an allow or a require_approval of its own takes from the limits
+    // of the applying policies; an approved use took its share when it was requested.
+    let limits = input.approval_id === null && settled.decision !== 'deny' ? planOf(outcome.limits, principal.organizationId, agent.agent_id, input.resource, call.now) : NO_LIMIT_PLAN
+    if (limits.deny) settled = limitDeny(limits.deny)
+    let monitor = monitorWith(outcome.monitor, limits.deny ? [limits.deny, ...limits.monitor] : limits.monitor)
     for (;;) {
-      const answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons }, argsHash, now, settled.ref)
+      let answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons, monitor }, argsHash, now, settled.ref)
       const record: DecisionRecord = {
         ...boundCall(principal, agent, input, decisionId, argsHash),
         decision: settled.decision,
         policy_decision: outcome.decision,
         reasons: [...settled.reasons],
-        monitor: outcome.monitor,
+        monitor,
         errors: [...outcome.errors],
         approval_id: settled.ref?.approval_id ?? input.approval_id,
         ruleset_revision: outcome.ruleset_revision,
@@ -146,10 +158,19 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
         evaluated_at: now,
         via: input.via ?? null,
       }
-      const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer } : null
+      const idempotency = input.idempotency_key !== null && requestSha !== null ? { key: input.idempotency_key, request_sha256: requestSha, response: answer as unknown } : null
+      const request = settled.decision === 'deny' ? null : limits.request
+      // Monitor-mode limits that would have refused are known only under the counters' locks.
+      const onLimits = (verdict: { monitor: readonly LimitHit[] }) => {
+        if (verdict.monitor.length === 0) return
+        monitor = monitorWith(outcome.monitor, [...limits.monitor, ...verdict.monitor.map(hitReason)])
+        record.monitor = monitor
+        answer = answerOf(decisionId, { ...outcome, decision: settled.decision, reasons: settled.reasons, monitor }, argsHash, now, settled.ref)
+        if (idempotency) idempotency.response = answer
+      }
       let written
       try {
-        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditOf(principal, call.requestId), guard })
+        written = await writer.write({ record, idempotency, approval: settled.create, consume: settled.consume, audit: auditOf(principal, call.requestId), guard, limits: request, onLimits: request ? onLimits : null })
       } catch (error) {
         logger.log('warn', 'decision not recorded', { requestId: call.requestId, code: (error as { code?: string }).code ?? null })
         throw new HttpError(503, NOT_RECORDED, { headers: { 'Retry-After': '1' } })
@@ -161,6 +182,15 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
       if (written.kind === 'consume_lost') {
         // Nothing was logged: decide again, as the deny this use now is.
         settled = await lostUse(db, principal, settled.consume!, now)
+        decisionId = crypto.randomUUID()
+        continue
+      }
+      if (written.kind === 'limit_exceeded') {
+        // Nothing was logged: this decision is the deny the limit makes it.
+        const reason = hitReason(written.hit)
+        settled = limitDeny(reason)
+        monitor = monitorWith(outcome.monitor, [reason, ...limits.monitor])
+        limits = NO_LIMIT_PLAN
         decisionId = crypto.randomUUID()
         continue
       }
@@ -211,7 +241,7 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
     if (!set) throw INVALID_CREDENTIAL
     const agent = found.agent
     const now = new Date(call.now)
-    const outcome = evaluate(set, found.settings, {
+    const simulated = evaluate(set, found.settings, {
       // An unknown handle is simulated as a discovered agent, without creating it.
       agent: agent ? { id: agent.agent_id, handle: agent.handle, labels: agent.labels, status: agent.status } : { id: '', handle, labels: {}, status: 'discovered' },
       action: input.action,
@@ -220,6 +250,13 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
       context: input.context,
       now,
     })
+    // Limits are checked against the counters as they stand; nothing is reserved.
+    let outcome: Pick<DecisionOutcome, 'decision' | 'reasons' | 'monitor' | 'errors' | 'ruleset_revision'> = simulated
+    if (agent && simulated.decision !== 'deny' && input.approval_id === null) {
+      const checked = await checkWithoutCounting(db, principal.organizationId, planOf(simulated.limits, principal.organizationId, agent.agent_id, input.resource, call.now))
+      const monitor = monitorWith(simulated.monitor, checked.deny ? [checked.deny, ...checked.monitor] : checked.monitor)
+      outcome = checked.deny ? { ...simulated, decision: 'deny', reasons: [checked.deny], monitor } : { ...simulated, monitor }
+    }
     return answerOf(null, outcome, boundHash(principal.organizationId, handle, input), now)
   }
 

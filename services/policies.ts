@@ -25,7 +25,7 @@ export interface PolicyDocument extends Omit<PolicyFields, 'approval'> {
 /** The fields a PATCH names; those left out keep their current value. */
 export type PolicyChanges = Partial<PolicyDocument>
 
-const WRITABLE = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
+const WRITABLE = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled', 'limits'] as const
 
 /** Why a condition does not compile, with its line and column, as a client's 400 says it. */
 export function conditionProblem(text: string): string {
@@ -61,6 +61,7 @@ export function fieldsFromInput(input: PolicyDocument, where = ''): PolicyFields
     approval: approvalFor(input.effect, input.approval),
     mode: input.mode,
     enabled: input.enabled,
+    limits: input.limits ?? [],
   }
 }
 

@@ -6,6 +6,7 @@
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
 import { BY_SYSTEM, eventBy, recordEvent, recordEvents, type AuditBy, type AuditEventInput } from './audit.ts'
+import { releaseReservations } from './budgets.ts'
 import type { ApprovalStatus, ApprovalTable, ApprovalVoteTable, Database } from '../database/schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -214,6 +215,8 @@ export async function voteOnApproval(
     }
     if (next === null) return { kind: 'voted', approval, changed: false }
     await trx.updateTable('approvals').set(next).where('approval_id', '=', approvalId).execute()
+    // A denied approval gives back what its request reserved of the budgets (docs/budgets.md).
+    if (next.status === 'denied') await releaseReservations(trx, [approvalId], now)
     await recordEvent(trx, approvalEvent(by, approval, next.status === 'approved' ? 'approval.approved' : 'approval.denied', { vote: voter.vote, note: voter.note, use_by: next.use_by?.toISOString() ?? null }, now))
     await notifyChanged(trx, approvalId)
     return { kind: 'voted', approval: { ...approval, ...next }, changed: true }
@@ -248,6 +251,7 @@ export async function cancelApproval(db: Kysely<Database>, organizationId: strin
     if (effectiveStatus(approval, now) !== 'pending') return { kind: 'closed', approval: asOf(approval, now) }
     const next = { status: 'cancelled' as const, decided_at: now, cancelled_by: cancelledBy }
     await trx.updateTable('approvals').set(next).where('approval_id', '=', approvalId).execute()
+    await releaseReservations(trx, [approvalId], now)
     await recordEvent(trx, approvalEvent(by, approval, 'approval.cancelled', {}, now))
     await notifyChanged(trx, approvalId)
     return { kind: 'voted', approval: { ...approval, ...next }, changed: true }
@@ -277,6 +281,8 @@ export async function expireDue(db: Db, now: Date): Promise<string[]> {
       )
       select *, pg_notify(${APPROVAL_CHANNEL}, approval_id::text) from expired
     `.execute(trx)
+    // Expired approvals give back what their requests reserved of the budgets.
+    await releaseReservations(trx, [...pending.rows, ...unused.rows].map((row) => row.approval_id), now)
     // The sweeper acts: the system expired them.
     await recordEvents(trx, [
       ...pending.rows.map((row) => approvalEvent(BY_SYSTEM, row, 'approval.expired', { was: 'pending' }, now)),

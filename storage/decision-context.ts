@@ -134,7 +134,7 @@ async function readContextNow(db: Db, organizationId: string, agent: { handle: s
 export async function loadPoliciesInForce(db: Db, organizationId: string): Promise<{ revision: number; policies: PolicyInput[] } | null> {
   const { rows } = await sql<Record<string, unknown>>`
     select o.ruleset_revision, p.policy_id, p.version, p.name, p.effect, p.agents, p.actions, p.resources,
-      p.condition, p.approval, p.mode, p.enabled
+      p.condition, p.approval, p.mode, p.enabled, p.limits
     from organizations o
     left join policies p on p.organization_id = o.id and p.enabled and p.archived_at is null
     where o.id = ${organizationId}
@@ -157,6 +157,7 @@ export async function loadPoliciesInForce(db: Db, organizationId: string): Promi
       mode: row.mode as PolicyInput['mode'],
       enabled: true,
       archived: false,
+      limits: (typeof row.limits === 'string' ? JSON.parse(row.limits) : (row.limits ?? [])) as PolicyInput['limits'],
     })
   }
   return { revision: Number(rows[0]!.ruleset_revision), policies }

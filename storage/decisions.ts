@@ -4,6 +4,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
 import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
+import { planLimits, settleReservations, type LimitHit, type LimitRequest, type LimitVerdict } from './budgets.ts'
 import { preparedText } from '../database/prepared.ts'
 import type { Database, DecisionTable } from '../database/schema.ts'
 
@@ -56,6 +57,13 @@ export interface PendingDecision {
    * the context again and decides again.
    */
   guard?: DecisionGuard | null
+  /**
+   * The limits an allow or require_approval takes (storage/budgets.ts): reserved under the
+   * counters' locks in this transaction, or the decision is not logged (`limit_exceeded`).
+   */
+  limits?: LimitRequest | null
+  /** Called in the transaction, before the row is inserted, with what the limits decided (monitor-mode overruns). */
+  onLimits?: ((verdict: LimitVerdict) => void) | null
 }
 
 export interface DecisionGuard {
@@ -70,6 +78,8 @@ export type WriteOutcome =
   | { kind: 'consume_lost' }
   /** The guard no longer held (the revision moved on since the context was read): nothing was logged. */
   | { kind: 'stale' }
+  /** An enforce-mode limit had no room left for it: nothing was logged (the caller decides deny). */
+  | { kind: 'limit_exceeded'; hit: LimitHit }
 
 const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
 
@@ -178,7 +188,7 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
   // A stale guarded row is simply not written: nothing else of it may be.
   if (batch.some((item) => item.guard && (item.idempotency !== null || item.approval || item.consume))) throw new Error('a guarded decision carries no idempotency key or approval')
   // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume)) {
+  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume && !item.limits)) {
     const stale = await insertDecisions(db, batch)
     return batch.map((item) => (stale.has(item.record.decision_id) ? { kind: 'stale' } : { kind: 'logged' }))
   }
@@ -240,9 +250,21 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
       }
     }
     await consumeApprovals(trx, batch, outcomes)
+    const requests = batch.map((item, index) => (item.limits && outcomes[index]!.kind === 'logged' ? item.limits : null))
+    const plan = requests.some((request) => request !== null) ? await planLimits(trx, requests, now) : null
+    if (plan) {
+      for (const [index, verdict] of plan.verdicts.entries()) {
+        if (verdict === null) continue
+        const item = batch[index]!
+        if (verdict.refused) {
+          outcomes[index] = { kind: 'limit_exceeded', hit: verdict.refused }
+          await freeKey(trx, item)
+        } else item.onLimits?.(verdict)
+      }
+    }
     for (const [index, first] of repeats) {
       const outcome = outcomes[first]!
-      if (outcome.kind === 'consume_lost') {
+      if (outcome.kind === 'consume_lost' || outcome.kind === 'limit_exceeded') {
         outcomes[index] = outcome
         continue
       }
@@ -254,6 +276,16 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
     batch.forEach((item, index) => {
       if (stale.has(item.record.decision_id)) outcomes[index] = { kind: 'stale' }
     })
+    if (plan) {
+      const logged = new Set<number>()
+      const approvals = new Map<number, string>()
+      batch.forEach((item, index) => {
+        if (outcomes[index]!.kind !== 'logged') return
+        logged.add(index)
+        if (item.approval) approvals.set(index, item.approval.approval_id)
+      })
+      await plan.commit(trx, logged, approvals, now)
+    }
     const creating = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged')
     await insertApprovals(trx, creating.map((item) => item.approval!))
     await recordEvents(trx, creating.map((item) => approvalRequestedEvent(item.approval!, item.audit ?? BY_SYSTEM, item.record.evaluated_at)))
@@ -274,19 +306,26 @@ async function consumeApprovals(trx: Transaction<Database>, batch: readonly Pend
     const consumed = await consumeApproval(trx, record.organization_id, item.consume, record.decision_id, record.evaluated_at)
     if (consumed) {
       await recordEvents(trx, [approvalConsumedEvent(consumed, item.audit ?? BY_SYSTEM, record.evaluated_at)])
+      // What the approval reserved when requested is this use: nothing is counted again.
+      await settleReservations(trx, item.consume)
       continue
     }
     outcomes[index] = { kind: 'consume_lost' }
-    if (item.idempotency) {
-      await trx
-        .deleteFrom('decision_idempotency')
-        .where('organization_id', '=', record.organization_id)
-        .where('requested_by', '=', record.requested_by)
-        .where('idempotency_key', '=', item.idempotency.key)
-        .where('decision_id', '=', record.decision_id)
-        .execute()
-    }
+    await freeKey(trx, item)
   }
+}
+
+/** A decision that was not logged frees the idempotency key it took in this transaction. */
+async function freeKey(trx: Transaction<Database>, item: PendingDecision): Promise<void> {
+  if (!item.idempotency) return
+  const { record } = item
+  await trx
+    .deleteFrom('decision_idempotency')
+    .where('organization_id', '=', record.organization_id)
+    .where('requested_by', '=', record.requested_by)
+    .where('idempotency_key', '=', item.idempotency.key)
+    .where('decision_id', '=', record.decision_id)
+    .execute()
 }
 
 /** The first answer to an idempotency key of this credential within the window, if any. */

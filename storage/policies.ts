@@ -4,6 +4,7 @@
 // records the new version and bumps the organization's ruleset revision. Knows nothing of HTTP.
 import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AuditEventType } from '../domain/audit.ts'
+import type { LimitInput } from '../engine/index.ts'
 import { eventBy, executeWithEvents, type AuditBy, type AuditEventInput } from './audit.ts'
 import { assertBelowCap, lockOrganization, type Cap } from './caps.ts'
 import { bumpRulesetRevision } from './ruleset.ts'
@@ -23,18 +24,20 @@ export interface Approval {
   use_within_seconds: number
 }
 
-const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled'] as const
+const FIELD_NAMES = ['name', 'description', 'effect', 'agents', 'actions', 'resources', 'condition', 'approval', 'mode', 'enabled', 'limits'] as const
 type FieldName = (typeof FIELD_NAMES)[number]
 
 /**
  * What a client may set on a policy (the approval already normalized: null unless
  * require_approval), its JSON columns typed as columnsOf writes them.
  */
-export type PolicyFields = Omit<Pick<PolicyRow, FieldName>, 'agents' | 'actions' | 'resources' | 'approval'> & {
+export type PolicyFields = Omit<Pick<PolicyRow, FieldName>, 'agents' | 'actions' | 'resources' | 'approval' | 'limits'> & {
   agents: string[]
   actions: string[]
   resources: string[]
   approval: Approval | null
+  /** Budgets (docs/budgets.md); [] for none. */
+  limits?: LimitInput[]
 }
 
 /** A stored policy: the client's fields and those the server owns (not the legacy conditions). */
@@ -57,7 +60,7 @@ export interface PolicyCursor {
 
 type Db = Kysely<Database> | Transaction<Database>
 
-function fieldsOf(row: Pick<VersionRow, FieldName>): PolicyFields {
+function fieldsOf(row: Omit<Pick<VersionRow, FieldName>, 'limits'> & { limits?: unknown }): PolicyFields {
   return {
     name: row.name,
     description: row.description,
@@ -69,6 +72,7 @@ function fieldsOf(row: Pick<VersionRow, FieldName>): PolicyFields {
     approval: row.approval as Approval | null,
     mode: row.mode,
     enabled: row.enabled,
+    limits: ((typeof row.limits === 'string' ? JSON.parse(row.limits) : row.limits) ?? []) as LimitInput[],
   }
 }
 
@@ -110,6 +114,7 @@ function columnsOf(fields: PolicyFields): Pick<Insertable<PolicyTable>, FieldNam
     approval: fields.approval === null ? null : JSON.stringify(fields.approval),
     mode: fields.mode,
     enabled: fields.enabled,
+    limits: JSON.stringify(fields.limits ?? []),
   }
 }
 
@@ -130,7 +135,16 @@ async function recordVersion(trx: Transaction<Database>, policy: Policy, actor: 
       created_by: actor,
     })
     .returning('version')
-  await executeWithEvents(trx, query.compile(), [event])
+  await executeWithEvents(trx, query.compile(), [event, ...limitEvents(policy, event)])
+}
+
+/** limit.changed beside the policy's event when its limits are written or changed (docs/budgets.md). */
+function limitEvents(policy: Policy, event: AuditEventInput): AuditEventInput[] {
+  const changed = event.data?.changed as string[] | undefined
+  const touched = changed ? changed.includes('limits') : (policy.limits ?? []).length > 0
+  if (!touched) return []
+  const data = { policy_id: policy.policy_id, version: policy.version, name: policy.name, archived: policy.archived_at !== null, limits: policy.limits ?? [] }
+  return [{ ...event, type: 'limit.changed', data }]
 }
 
 /** The policy's audit event: what it now is, and (for a change) which fields differ from before. */
@@ -167,23 +181,32 @@ export async function createPolicy(
 ): Promise<PolicyWrite> {
   return db.transaction().execute(async (trx) => {
     await assertRoomFor(trx, organizationId, cap)
-    const row = await trx
-      .insertInto('policies')
-      .values({
-        ...columnsOf(fields),
-        policy_id: crypto.randomUUID(),
-        organization_id: organizationId,
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        created_by: createdBy,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow()
-    const policy = toPolicy(row)
-    await recordVersion(trx, policy, createdBy, now, policyEvent(by, 'policy.created', policy, null, {}, now))
+    const policy = await insertPolicy(trx, organizationId, fields, createdBy, now, by)
     return { policy, rulesetRevision: await bumpRulesetRevision(trx, organizationId) }
   })
+}
+
+/**
+ * Inserts a policy at version 1 with its version row and audit event, inside the caller's
+ * transaction; the caller bumps the ruleset revision (once for a whole set: storage/policy-sets.ts).
+ */
+export async function insertPolicy(trx: Transaction<Database>, organizationId: string, fields: PolicyFields, createdBy: string, now: Date, by: AuditBy): Promise<Policy> {
+  const row = await trx
+    .insertInto('policies')
+    .values({
+      ...columnsOf(fields),
+      policy_id: crypto.randomUUID(),
+      organization_id: organizationId,
+      version: 1,
+      created_at: now,
+      updated_at: now,
+      created_by: createdBy,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  const policy = toPolicy(row)
+  await recordVersion(trx, policy, createdBy, now, policyEvent(by, 'policy.created', policy, null, {}, now))
+  return policy
 }
 
 /** A page of the organization's policies in force (or, with `archived`, of its archived ones), oldest first. */
@@ -201,16 +224,20 @@ export async function listPolicies(
   return rows.map(toPolicy)
 }
 
-/** Every policy of the organization that is not archived (at most the policy cap), oldest first. */
-export async function listPoliciesInForce(db: Kysely<Database>, organizationId: string): Promise<Policy[]> {
-  const rows = await db
+/**
+ * Every policy of the organization that is not archived (at most the policy cap), oldest first;
+ * with `lock`, their rows stay locked until the transaction ends (always in this order, so two
+ * lockers of one set take turns instead of deadlocking).
+ */
+export async function listPoliciesInForce(db: Db, organizationId: string, lock = false): Promise<Policy[]> {
+  const query = db
     .selectFrom('policies')
     .selectAll()
     .where('organization_id', '=', organizationId)
     .where('archived_at', 'is', null)
     .orderBy('created_at')
     .orderBy('policy_id')
-    .execute()
+  const rows = await (lock ? query.forUpdate() : query).execute()
   return rows.map(toPolicy)
 }
 
@@ -242,6 +269,20 @@ async function writeNextVersion(
   now: Date,
   event: { by: AuditBy; type: AuditEventType; extra?: Record<string, unknown> },
 ): Promise<PolicyWrite> {
+  const policy = await writeVersion(trx, current, fields, archivedAt, actor, now, event)
+  return { policy, rulesetRevision: await bumpRulesetRevision(trx, current.organization_id) }
+}
+
+/** `writeNextVersion` without the revision bump, for a caller that bumps once for many writes. */
+export async function writeVersion(
+  trx: Transaction<Database>,
+  current: Policy,
+  fields: PolicyFields,
+  archivedAt: Date | null,
+  actor: string,
+  now: Date,
+  event: { by: AuditBy; type: AuditEventType; extra?: Record<string, unknown> },
+): Promise<Policy> {
   const row = await trx
     .updateTable('policies')
     .set({ ...columnsOf(fields), archived_at: archivedAt, updated_at: now, version: current.version + 1 })
@@ -251,7 +292,7 @@ async function writeNextVersion(
     .executeTakeFirstOrThrow()
   const policy = toPolicy(row)
   await recordVersion(trx, policy, actor, now, policyEvent(event.by, event.type, policy, event.type === 'policy.archived' ? null : current, event.extra ?? {}, now))
-  return { policy, rulesetRevision: await bumpRulesetRevision(trx, current.organization_id) }
+  return policy
 }
 
 export type UpdateOutcome = PolicyWrite | 'missing' | 'archived'

@@ -12,6 +12,10 @@ import * as webhooks from './2026-11-23T05-webhooks.ts'
 import * as sealIndex from './2026-11-23T06-seal-index.ts'
 import * as auditColumnTypes from './2026-11-24T00-audit-column-types.ts'
 import * as mcp from './2026-11-28T00-mcp.ts'
+import * as budgets from './2026-12-06T01-budgets.ts'
+import * as reports from './2026-12-06T02-reports.ts'
+import * as leadMail from './2026-12-06T03-lead-mail.ts'
+import * as leadSpam from './2026-12-06T04-lead-spam.ts'
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-22T00-leads': leads,
@@ -25,4 +29,8 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026-11-23T06-seal-index': sealIndex,
   '2026-11-24T00-audit-column-types': auditColumnTypes,
   '2026-11-28T00-mcp': mcp,
+  '2026-12-06T01-budgets': budgets,
+  '2026-12-06T02-reports': reports,
+  '2026-12-06T03-lead-mail': leadMail,
+  '2026-12-06T04-lead-spam': leadSpam,
 })

@@ -35,6 +35,7 @@ t.test('happy path', async (t) => {
       approval: null,
       mode: 'enforce',
       enabled: true,
+      limits: [],
       archived: false,
       archived_at: null,
       version: 1,

@@ -49,6 +49,7 @@ t.test('happy path', async (t) => {
       approval: null,
       mode: 'enforce',
       enabled: true,
+      limits: [],
       archived: false,
       created_at: '2026-11-22T12:00:01.000Z',
       created_by: `key:${vars.ADMIN_KEY_ID_A}`,
