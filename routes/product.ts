@@ -27,6 +27,7 @@ import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
 import { policySetRoutes } from './policy-sets.ts'
+import { policySetRoutes } from './policy-sets.ts'
 import { policyVersionRoutes } from './policy-versions.ts'
 import { reportRoutes } from './reports.ts'
 import { toolhiveRoutes } from './toolhive.ts'
@@ -42,6 +43,7 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
     routes: [
       ...authRoutes(config.loginRateLimit, credentials, passwords),
       ...policyReplayRoutes(guard),
+      ...policySetRoutes(guard),
       ...policySetRoutes(guard),
       ...policyRoutes(guard),
       ...policyVersionRoutes(guard),
