@@ -129,6 +129,19 @@ const EnvSchema = v.object({
   LIFECYCLE: v.optional(v.string()),
   LIFECYCLE_FILE: v.optional(v.string()),
   CONTACT_EMAIL: v.optional(v.string(), 'security@example.com'),
+  // Lead mail (docs/leads.md). SMTP_URL, or SMTP_HOST with the parts; neither: no mail is sent.
+  SMTP_URL: v.optional(v.pipe(v.string(), v.check((raw) => URL.canParse(raw) && ['smtp:', 'smtps:'].includes(new URL(raw).protocol), 'SMTP_URL must look like smtp://user:password@host:587 or smtps://host:465'))),
+  SMTP_HOST: v.optional(v.string()),
+  SMTP_PORT: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'SMTP_PORT must be a whole number'), v.transform(Number), v.minValue(1, 'SMTP_PORT must be between 1 and 65535'), v.maxValue(65535, 'SMTP_PORT must be between 1 and 65535'))),
+  SMTP_SECURE: v.optional(v.picklist(['true', 'false'], 'SMTP_SECURE must be true or false')),
+  SMTP_USER: v.optional(v.string()),
+  SMTP_PASSWORD: v.optional(v.string()),
+  SMTP_FROM: v.optional(v.string()),
+  SMTP_REQUIRE_TLS: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  SMTP_TLS_REJECT_UNAUTHORIZED: v.optional(v.pipe(v.string(), v.transform((text) => text !== 'false')), 'true'),
+  SMTP_TLS_SERVERNAME: v.optional(v.string()),
+  SMTP_TIMEOUT_MS: integer('SMTP_TIMEOUT_MS', 30_000, 100, 600_000),
+  LEAD_MAIL_POLL_MS: integer('LEAD_MAIL_POLL_MS', 5_000, 10, 3_600_000),
   LEADS_ORGANIZATION_ID: v.optional(
     v.pipe(
       v.string(),
@@ -223,7 +236,49 @@ function toConfig(env: Settings) {
      * (LEADS_ORGANIZATION_ID, lower-cased); null: the organization created first.
      */
     leadsOrganizationId: env.LEADS_ORGANIZATION_ID ?? null,
+    /** How lead mail leaves (docs/leads.md); null: no SMTP server configured, no mail. */
+    smtp: readSmtp(env),
+    /** How often the lead-mail job looks for due mail and expired confirmations. */
+    leadMailPollMs: env.LEAD_MAIL_POLL_MS,
   }
+}
+
+export interface SmtpSettings {
+  readonly host: string
+  readonly port: number
+  /** Implicit TLS from the first byte (port 465); false: plain, upgraded by STARTTLS when offered. */
+  readonly secure: boolean
+  readonly user: string | null
+  readonly password: string | null
+  /** The From address of every lead mail. */
+  readonly from: string
+  /** Refuse to send unless the connection is upgraded by STARTTLS. */
+  readonly requireTls: boolean
+  readonly tlsRejectUnauthorized: boolean
+  readonly tlsServername: string | null
+  readonly timeoutMs: number
+}
+
+/** SMTP_URL or SMTP_HOST and the parts (the URL wins for what it gives); SMTP_FROM is then required. */
+function readSmtp(env: Settings): SmtpSettings | null {
+  if (env.SMTP_URL === undefined && env.SMTP_HOST === undefined) return null
+  const url = env.SMTP_URL === undefined ? null : new URL(env.SMTP_URL)
+  const secure = env.SMTP_SECURE !== undefined ? env.SMTP_SECURE === 'true' : url ? url.protocol === 'smtps:' : env.SMTP_PORT === 465
+  const port = url?.port ? Number(url.port) : (env.SMTP_PORT ?? (secure ? 465 : 587))
+  const from = env.SMTP_FROM ?? null
+  if (from === null) throw new ConfigError('SMTP_FROM is required with SMTP_URL or SMTP_HOST (the From address of lead mail)')
+  return Object.freeze({
+    host: url ? url.hostname.replace(/^\[|\]$/g, '') : env.SMTP_HOST!,
+    port,
+    secure,
+    user: url?.username ? decodeURIComponent(url.username) : (env.SMTP_USER ?? null),
+    password: url?.password ? decodeURIComponent(url.password) : (env.SMTP_PASSWORD ?? null),
+    from,
+    requireTls: env.SMTP_REQUIRE_TLS,
+    tlsRejectUnauthorized: env.SMTP_TLS_REJECT_UNAUTHORIZED,
+    tlsServername: env.SMTP_TLS_SERVERNAME ?? null,
+    timeoutMs: env.SMTP_TIMEOUT_MS,
+  })
 }
 
 /** The configuration, as the schemas above give it. */

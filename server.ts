@@ -66,7 +66,7 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
   const deps: Deps = { ...given, passwords: given.passwords ?? passwordHasherFor(config) }
   // The use cases, caches and hubs every door shares; the routes only parse, authorize and call them.
   const services = createServices(config, deps)
-  const leads = createLeadSurface(config, deps)
+  const leads = createLeadSurface(config, deps, { mail: services.leadMail })
   const product = createProductSurface(config, deps, services)
   const mcp = createMcpSurface(config, deps, services)
   // Discovery describes the other surfaces: its documents are built once from their routes. The

@@ -6,6 +6,7 @@ import type { Deps } from '../services/deps.ts'
 import { startApprovalExpiry } from './approval-expiry.ts'
 import { startAuditSealer } from './audit-seal.ts'
 import { startDecisionMaintenance } from './decision-maintenance.ts'
+import { startLeadMailJob } from './lead-mail.ts'
 import { createWebhookWorker } from './webhook-delivery.ts'
 
 export interface Jobs {
@@ -15,7 +16,7 @@ export interface Jobs {
 export interface JobDeps {
   readonly config: Config
   readonly deps: Deps
-  readonly services: Pick<Services, 'approvals'>
+  readonly services: Pick<Services, 'approvals' | 'leadMail'>
 }
 
 /** Starts decision-log maintenance, the audit sealer, webhook delivery and approval expiry. */
@@ -28,12 +29,15 @@ export function startJobs({ config, deps, services }: JobDeps): Jobs {
   const webhooks = createWebhookWorker(config, deps)
   webhooks.start()
   const expiry = startApprovalExpiry(deps, services.approvals)
+  // Lead mail: the outbox sent with retries, unconfirmed subscriptions expired.
+  const leadMail = startLeadMailJob(config, deps, services.leadMail)
   return {
     async stop() {
       await sealer.stop()
       maintenance.stop()
       await webhooks.close()
       await expiry.stop()
+      await leadMail.stop()
       await maintenance.done
     },
   }

@@ -12,6 +12,8 @@ import type { OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
 import { listLeadPage, type ExportedLead, type LeadList } from '../storage/leads.ts'
 import { findOldestOrganizationId } from '../storage/organizations.ts'
+import { subscriptionStatuses } from '../storage/lead-subscriptions.ts'
+import type { LeadMail } from '../services/lead-mail.ts'
 import { protectedErrors, type Guard } from './access.ts'
 import type { Principal } from '../services/credentials.ts'
 import type { RequestContext, Route } from './deps.ts'
@@ -64,6 +66,8 @@ export const NewsletterLeadSchema = v.pipe(
     analytics_distinct_id: text,
     via: v.pipe(v.string(), v.description('The path posted to: /newsletter or the legacy /waitlist.')),
     received_at: received,
+    status: v.pipe(v.picklist(['pending', 'active']), v.description('pending: waiting for the subscriber to confirm (double opt-in); active otherwise. Unsubscribed and expired subscribers leave the list.')),
+    unsubscribe_url: v.pipe(v.nullable(v.string()), v.description('The one-click unsubscribe URL (RFC 8058) for whatever mails this subscriber; null without a secrets key.')),
   }),
   v.title('NewsletterLead'),
 )
@@ -79,12 +83,18 @@ function leadToJson(lead: ExportedLead): Record<string, unknown> {
   return { id, email, first_name, last_name, company, linkedin, phone, source, analytics_distinct_id, received_at }
 }
 
-async function assertHoldsLeads(ctx: RequestContext, principal: Principal): Promise<void> {
+/** Newsletter leads with their status and unsubscribe link (services/lead-mail.ts). */
+async function withSubscription(ctx: RequestContext, leads: ExportedLead[], mail: Pick<LeadMail, 'unsubscribeUrl'> | null): Promise<Record<string, unknown>[]> {
+  const statuses = await subscriptionStatuses(ctx.deps.db, leads.map((lead) => lead.id))
+  return leads.map((lead) => ({ ...leadToJson(lead), status: statuses.get(lead.id) ?? 'active', unsubscribe_url: mail?.unsubscribeUrl(lead.id) ?? null }))
+}
+
+export async function assertHoldsLeads(ctx: RequestContext, principal: Principal): Promise<void> {
   const holder = ctx.config.leadsOrganizationId ?? (await findOldestOrganizationId(ctx.deps.db))
   if (holder === null || principal.organizationId !== holder) throw new HttpError(403, LEADS_FORBIDDEN)
 }
 
-export function leadListRoutes(guard: Guard): Route[] {
+export function leadListRoutes(guard: Guard, mail: Pick<LeadMail, 'unsubscribeUrl'> | null = null): Route[] {
   const page = (list: LeadList) =>
     async function (request: IRequest, ctx: RequestContext, principal: Principal): Promise<Reply> {
       await assertHoldsLeads(ctx, principal)
@@ -98,7 +108,8 @@ export function leadListRoutes(guard: Guard): Route[] {
         before: cursor === null || cursor === '' ? null : decodeCursor(cursor, CursorId)[0],
       }
       const found = await listLeadPage(ctx.deps.db, list, options)
-      return json(200, { leads: found.leads.map(leadToJson), next_cursor: found.nextBefore === null ? null : encodeCursor([String(found.nextBefore)]) })
+      const leads = list === 'newsletter' ? await withSubscription(ctx, found.leads, mail) : found.leads.map(leadToJson)
+      return json(200, { leads, next_cursor: found.nextBefore === null ? null : encodeCursor([String(found.nextBefore)]) })
     }
   return [
     { method: 'GET', path: '/leads/demo-requests', handler: guard.protect('members:manage', page('demo')), doc: listDoc('demo') },

@@ -11,6 +11,7 @@ import { json, type Reply } from '../http/reply.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit } from '../storage/leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimitDecision, type RateLimiter } from '../services/ratelimit.ts'
+import type { LeadMail } from '../services/lead-mail.ts'
 
 const MISSING_FIELDS = 'Missing required fields'
 const INVALID_EMAIL = 'Invalid email'
@@ -112,7 +113,13 @@ function emptyToNull(value: string | undefined): string | null {
   return value === undefined || value === '' ? null : value
 }
 
-export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'> = {}): Surface {
+/** Services the forms hand a lead to; without them a lead is only stored. */
+export interface LeadHooks {
+  /** Stores the lead with the mail it causes (notification, confirmation): services/lead-mail.ts. */
+  readonly mail?: LeadMail
+}
+
+export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'> = {}, hooks: LeadHooks = {}): Surface {
   // Shared across processes when the deps carry a rate-limit store (several servers, one PostgreSQL).
   const limiter: RateLimiter = createRateLimiter(config.leadRateLimit, 'leads', deps.rateLimits ?? null)
 
@@ -149,33 +156,29 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     }
   }
 
-  const createDemoRequest = leadForm(demoBody, (lead, ctx) =>
-    insertDemoRequestUnlessRegistered(
-      ctx.deps.db,
-      {
-        email: lead.email,
-        first_name: lead.first_name,
-        last_name: lead.last_name,
-        company: lead.company,
-        linkedin: lead.linkedin,
-        phone: emptyToNull(lead.phone),
-        source: emptyToNull(lead.source),
-        analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
-      },
-      new Date(ctx.now),
-      leadAudit(ctx),
-    ),
-  )
+  const createDemoRequest = leadForm(demoBody, (lead, ctx) => {
+    const request = {
+      email: lead.email,
+      first_name: lead.first_name,
+      last_name: lead.last_name,
+      company: lead.company,
+      linkedin: lead.linkedin,
+      phone: emptyToNull(lead.phone),
+      source: emptyToNull(lead.source),
+      analytics_distinct_id: emptyToNull(lead.analytics_distinct_id),
+    }
+    return hooks.mail
+      ? hooks.mail.storeDemoRequest(request, new Date(ctx.now), leadAudit(ctx))
+      : insertDemoRequestUnlessRegistered(ctx.deps.db, request, new Date(ctx.now), leadAudit(ctx))
+  })
 
   const subscribe = (via: string) =>
-    leadForm(newsletterBody, (lead, ctx) =>
-      insertSubscriptionUnlessRegistered(
-        ctx.deps.db,
-        { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via },
-        new Date(ctx.now),
-        leadAudit(ctx),
-      ),
-    )
+    leadForm(newsletterBody, (lead, ctx) => {
+      const subscription = { email: lead.email, source: emptyToNull(lead.source), analytics_distinct_id: emptyToNull(lead.analytics_distinct_id), via }
+      return hooks.mail
+        ? hooks.mail.storeSubscription(subscription, new Date(ctx.now), leadAudit(ctx), ctx.clientAddress)
+        : insertSubscriptionUnlessRegistered(ctx.deps.db, subscription, new Date(ctx.now), leadAudit(ctx))
+    })
 
   const routes: Route[] = [
     { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', demoBody) },

@@ -8,6 +8,7 @@ import { createDecisionService, type DecisionService } from './decisions.ts'
 import { createDecisionWriter, type DecisionWriter } from './decision-writer.ts'
 import type { Deps } from './deps.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
+import { createLeadMail, type LeadMail } from './lead-mail.ts'
 import { createMcpServerService, type McpServerService } from './mcp-servers.ts'
 import { createSecrets, type Secrets } from './secrets.ts'
 import { createPolicySetCache, type PolicySetCache } from './policyset-cache.ts'
@@ -29,6 +30,8 @@ export interface Services {
   readonly secrets: Secrets
   /** The upstream MCP server registry, and the gateway's lookups of enabled upstreams. */
   readonly mcpServers: McpServerService
+  /** Lead notifications, double opt-in and unsubscribe (docs/leads.md); its outbox job sends. */
+  readonly leadMail: LeadMail
   /** Subscribes the credential and approval feeds (PostgreSQL) and the credential cache's timers. */
   start(): void
   /** Writes what is queued, then ends the feeds and wakes every waiter. */
@@ -44,6 +47,7 @@ export function createServices(config: Config, deps: Deps): Services {
   const secrets = createSecrets(config)
   const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
   const mcpServers = createMcpServerService({ db: deps.db, logger: deps.logger, clock: deps.clock, config, secrets, listenUrl })
+  const leadMail = createLeadMail({ db: deps.db, config, logger: deps.logger, secrets })
   return {
     credentials,
     apiLimiter: createRateLimiter(config.apiRateLimit, 'api', deps.rateLimits ?? null),
@@ -54,6 +58,7 @@ export function createServices(config: Config, deps: Deps): Services {
     decisions,
     secrets,
     mcpServers,
+    leadMail,
     start() {
       credentials.start()
       approvals.start()
@@ -64,6 +69,7 @@ export function createServices(config: Config, deps: Deps): Services {
       await approvals.close()
       await credentials.close()
       await mcpServers.close()
+      leadMail.close()
     },
   }
 }

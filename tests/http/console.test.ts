@@ -226,7 +226,8 @@ t.test('leads read API', async (t) => {
       t.same(Object.keys(body.leads[0]), ['id', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id', 'received_at'])
       t.equal(body.leads[0].received_at, new Date(clock.now).toISOString())
       const news = await jsonOf(await world.call('GET', '/leads/newsletter', { token }))
-      t.same(news.leads[0], { id: news.leads[0].id, email: 'news4@example.com', source: 'site', analytics_distinct_id: null, received_at: new Date(clock.now).toISOString(), via: '/newsletter' })
+      t.same(news.leads[0], { id: news.leads[0].id, email: 'news4@example.com', source: 'site', analytics_distinct_id: null, received_at: new Date(clock.now).toISOString(), via: '/newsletter', status: 'active', unsubscribe_url: news.leads[0].unsubscribe_url })
+      t.match(news.leads[0].unsubscribe_url, /^https:\/\/api\.example\.com\/leads\/unsubscribe\?token=u\.\d+\.0\.[\w-]{43}$/)
     }
   })
 
