@@ -2,6 +2,7 @@
 // hash never holds a secret; pages are modules with render(main, params) → cleanup.
 import { can, currentSession, onSessionChange, signIn, signOut } from './api.js'
 import { announce, errorBox, field, h, put } from './dom.js'
+import * as overview from './pages/overview.js'
 import * as approvals from './pages/approvals.js'
 import * as decisions from './pages/decisions.js'
 import * as policies from './pages/policies.js'
@@ -12,6 +13,7 @@ import * as audit from './pages/audit.js'
 import * as leads from './pages/leads.js'
 
 const PAGES = [
+  { path: 'overview', title: 'Overview', page: overview, role: 'viewer' },
   { path: 'approvals', title: 'Approvals', page: approvals, role: 'viewer' },
   { path: 'decisions', title: 'Decisions', page: decisions, role: 'viewer' },
   { path: 'policies', title: 'Policies', page: policies, role: 'viewer' },
@@ -67,7 +69,7 @@ function show() {
   const { path, params } = route()
   const entry = PAGES.find((p) => p.path === path) ?? null
   if (!entry) {
-    location.replace('#/approvals')
+    location.replace('#/overview')
     return
   }
   renderNav(entry.path)
@@ -135,9 +137,16 @@ function renderSignIn() {
   email.focus()
 }
 
+/** "Acme (admin)"; two organizations of the same name also show the start of their ids. */
+function organizationLabel(org, orgs) {
+  const name = org.name || org.organization_id
+  const twin = orgs.some((o) => o !== org && (o.name || o.organization_id) === name)
+  return `${name} (${org.role}${twin ? `, id ${org.organization_id.slice(0, 8)}` : ''})`
+}
+
 /** Several organizations: the first is already signed in; another one means signing in there. */
 function chooseOrganization(orgs, email, password, current) {
-  const select = h('select', {}, orgs.map((o) => h('option', { value: o.organization_id, selected: o.organization_id === current, text: `${o.organization_id} (${o.role})` })))
+  const select = h('select', {}, orgs.map((o) => h('option', { value: o.organization_id, selected: o.organization_id === current, text: organizationLabel(o, orgs) })))
   const message = h('div', {})
   const form = h('form', { method: 'post' }, field('Organization', select), message, h('button', { type: 'submit', class: 'primary', text: 'Continue' }))
   form.addEventListener('submit', async (event) => {
@@ -167,9 +176,9 @@ onSessionChange((session) => {
   // Several organizations: the sign-in form asks which one first.
   if (session && (session.organizations ?? []).length > 1 && !session.chosen) return
   if (session) {
-    // Land on Approvals unless the address names a page this role has (no hashchange: one render).
+    // Land on the Overview unless the address names a page this role has (no hashchange: one render).
     const page = PAGES.find((p) => p.path === route().path)
-    if (!page || !can(page.role)) history.replaceState(null, '', '#/approvals')
+    if (!page || !can(page.role)) history.replaceState(null, '', '#/overview')
     announce('Signed in')
   }
   // Signing in or out replaces the whole page: focus its heading (or the sign-in form's field).

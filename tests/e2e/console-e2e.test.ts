@@ -210,7 +210,7 @@ async function run(): Promise<void> {
     await signInByKeyboard(viewerEmail, viewerPassword)
     t.equal(await page.evaluate(() => document.activeElement?.textContent), 'Approvals', "keyboard focus moves to the page's heading")
     const links = await page.getByRole('navigation').getByRole('link').allTextContents()
-    t.same(links, ['Approvals', 'Decisions', 'Policies', 'Agents'])
+    t.same(links, ['Overview', 'Approvals', 'Decisions', 'Policies', 'Agents'])
     t.equal(await page.getByRole('button', { name: 'Approve' }).count(), 0)
     await open('Policies', 'Policies')
     await page.waitForFunction(() => !document.querySelector('main')?.textContent?.includes('Loading…'))

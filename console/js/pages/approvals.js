@@ -5,6 +5,7 @@
 import { api, currentSession } from '../api.js'
 import { announce, badge, errorBox, h, pretty, put, unavailable, uid, when } from '../dom.js'
 import { toolLine, toolOf } from '../mcp.js'
+import { personName, policyLabel, rememberSelf } from '../names.js'
 
 const REFRESH_MS = 2000
 const DEFAULT_APPROVER_ROLES = ['owner', 'admin', 'manager']
@@ -14,7 +15,9 @@ export function render(main, params = []) {
   const status = h('p', { class: 'muted', role: 'status', text: 'Loading pending approvals…' })
   const list = h('ul', { class: 'cards', 'aria-label': 'Pending approvals' })
   const message = h('div', {})
-  put(main, h('h1', { text: 'Approvals' }), h('p', { class: 'muted', text: 'Actions agents asked for that a policy sends to a human. The list refreshes every 2 seconds.' }), message, status, list)
+  // What was just approved or denied stays on screen (the card itself leaves the queue).
+  const confirmation = h('div', { class: 'confirmation', role: 'status', 'aria-live': 'polite', tabindex: '-1' })
+  put(main, h('h1', { text: 'Approvals' }), h('p', { class: 'muted', text: 'Actions agents asked for that a policy sends to a human. The list refreshes every 2 seconds.' }), message, confirmation, status, list)
 
   let stopped = false
   let timer = null
@@ -76,10 +79,9 @@ export function render(main, params = []) {
   }
 
   function afterAction(text) {
-    announce(text)
-    // The card acted on goes away: keep the keyboard on the page.
-    status.tabIndex = -1
-    status.focus()
+    // The card acted on goes away: the confirmation says what happened and keeps the keyboard on the page.
+    put(confirmation, h('p', { class: 'ok', text }))
+    confirmation.focus()
     void load()
   }
 
@@ -107,10 +109,32 @@ function normalize(approval) {
   }
 }
 
-function policyOf(approval) {
-  const policy = approval.policy ?? approval.reasons?.find((r) => r.policy_id) ?? approval.policies?.[0] ?? null
-  if (!policy && approval.policy_id) return { name: approval.policy_name ?? approval.policy_id, version: approval.policy_version ?? approval.version }
-  return policy
+/** "Refund review (version 2)" for each policy that asked for the approval. */
+async function policiesText(approval) {
+  const refs = approval.policies ?? []
+  if (refs.length === 0) return '—'
+  return (await Promise.all(refs.map(policyLabel))).join(', ')
+}
+
+const approving = (approval) => (approval.votes ?? []).filter((vote) => vote.vote === 'approve')
+
+/** "1 of 2", then who approved (emails when this role may read the members). */
+async function progressText(approval) {
+  const required = approval.approvers_required ?? 1
+  const votes = approving(approval)
+  const text = `${votes.length} of ${required}`
+  if (votes.length === 0) return text
+  const names = await Promise.all(votes.map(async (vote) => (await personName(vote.user_id)) ?? 'another approver'))
+  return `${text}: approved by ${names.join(', ')}`
+}
+
+/** What the person who just voted should read: what was decided, or what is still needed. */
+function outcomeText(verb, before, after) {
+  const what = `${after.action} by ${agentOf(after)}`
+  if (verb === 'deny') return `Denied: ${what}. The call does not go through.`
+  if (after.status === 'approved') return `Approved: ${what}. The call goes through once, with exactly these arguments.`
+  const missing = Math.max(0, (after.approvers_required ?? 1) - approving(after).length)
+  return `Your approval of ${what} is counted (${approving(after).length} of ${after.approvers_required}): ${missing} more approver${missing === 1 ? '' : 's'} needed.`
 }
 
 function agentOf(approval) {
@@ -141,15 +165,18 @@ function approvalCard(approval, afterAction, single = false) {
   const noteId = uid('note')
   note.id = noteId
   const message = h('div', {})
-  const policy = policyOf(approval)
   const tool = toolOf(approval.action)
   const el = h(single ? 'section' : 'li', { class: 'card', 'aria-labelledby': titleId })
   const act = async (verb, button) => {
     for (const b of el.querySelectorAll('button')) b.disabled = true
     try {
       const body = note.value.trim() ? { note: note.value.trim() } : {}
-      await api('POST', `/approvals/${encodeURIComponent(approval.approval_id)}/${verb}`, body)
-      afterAction(`${verb === 'approve' ? 'Approved' : 'Denied'}: ${approval.action}`)
+      const after = normalize(await api('POST', `/approvals/${encodeURIComponent(approval.approval_id)}/${verb}`, body))
+      // The one new vote is this person's: from now on their own votes show their email.
+      const known = new Set((approval.votes ?? []).map((vote) => vote.user_id))
+      const mine = (after.votes ?? []).find((vote) => !known.has(vote.user_id))
+      if (mine) rememberSelf(mine.user_id)
+      afterAction(outcomeText(verb, approval, after))
     } catch (error) {
       put(message, errorBox(error))
       for (const b of el.querySelectorAll('button')) b.disabled = false
@@ -161,6 +188,10 @@ function approvalCard(approval, afterAction, single = false) {
   approve.addEventListener('click', () => act('approve', approve))
   deny.addEventListener('click', () => act('deny', deny))
   const progress = h('dd', {})
+  const policy = h('dd', { text: '…' })
+  void policiesText(approval).then((text) => {
+    policy.textContent = text
+  })
   put(
     el,
     h('h2', { id: titleId }, h('code', { text: approval.action ?? '—' }), ' by ', h('code', { text: agentOf(approval) })),
@@ -170,7 +201,7 @@ function approvalCard(approval, afterAction, single = false) {
       h('dt', { text: 'Status' }), h('dd', {}, badge(approval.status ?? 'pending')),
       tool ? [h('dt', { text: 'MCP' }), h('dd', {}, toolLine(tool, approval.resource))] : null,
       h('dt', { text: 'Resource' }), h('dd', {}, h('code', { text: approval.resource || '—' })),
-      h('dt', { text: 'Policy' }), h('dd', { text: policy ? `${policy.name ?? policy.policy_id}${policy.version ? ` (version ${policy.version})` : ''}` : '—' }),
+      h('dt', { text: 'Policy' }), policy,
       h('dt', { text: 'On behalf of' }), h('dd', { text: approval.context?.on_behalf_of ?? '—' }),
       h('dt', { text: 'Requested' }), h('dd', { text: when(approval.created_at ?? approval.requested_at) }),
       h('dt', { text: 'Expires in' }), h('dd', {}, countdown, h('span', { class: 'muted', text: ` (${when(approval.expires_at)})` })),
@@ -189,7 +220,11 @@ function approvalCard(approval, afterAction, single = false) {
     el,
     refresh(next) {
       approval = next
-      progress.textContent = next.approvals_required ? `${(next.approved_by ?? next.approvers ?? []).length} of ${next.approvals_required}` : '—'
+      const shown = next
+      void progressText(next).then((text) => {
+        // A later refresh may have answered first: only the newest approval's text is shown.
+        if (approval === shown) progress.textContent = text
+      })
       card.countdown()
     },
     countdown() {

@@ -1,6 +1,30 @@
-// Audit: the log of every change, filterable, and the check of its tamper-evident chain.
+// Audit: the log of every change, filterable, and the check of its tamper-evident chain. Actors
+// and targets read as emails, key names, agent handles and policy names; each row stays one line
+// and opens (details/summary) to its data in full.
 import { api, qs } from '../api.js'
 import { errorBox, field, h, localToIso, pretty, put, table, unavailable, when } from '../dom.js'
+import { refLabel } from '../names.js'
+
+const PREVIEW_CHARS = 80
+
+/** A cell that says who or what, filled in when the name is known (the id stays in its title). */
+function refCell(ref) {
+  const cell = h('span', { text: ref?.id ? `${ref.type} …` : '' })
+  if (ref?.id) cell.title = `${ref.type} ${ref.id}`
+  void refLabel(ref).then((text) => {
+    cell.textContent = text
+  })
+  return cell
+}
+
+/** The data in one line (its keys and values, shortened), opening to the whole JSON. */
+function dataCell(data) {
+  const entries = Object.entries(data ?? {})
+  if (entries.length === 0) return h('span', { class: 'muted', text: '—' })
+  let preview = entries.map(([k, v]) => `${k}: ${typeof v === 'object' && v !== null ? '…' : String(v)}`).join(', ')
+  if (preview.length > PREVIEW_CHARS) preview = `${preview.slice(0, PREVIEW_CHARS - 1)}…`
+  return h('details', { class: 'compact' }, h('summary', { text: preview }), pretty(data))
+}
 
 export function render(main) {
   const type = h('input', { type: 'text', placeholder: 'policy.created' })
@@ -25,9 +49,9 @@ export function render(main) {
           : table('Audit events', [
               ['Time', (e) => when(e.occurred_at)],
               ['Type', (e) => h('code', { text: e.type })],
-              ['Actor', (e) => `${e.actor?.type ?? ''} ${e.actor?.id ?? ''}`.trim() || '—'],
-              ['Target', (e) => `${e.target?.type ?? ''} ${e.target?.id ?? ''}`.trim() || '—'],
-              ['Data', (e) => pretty(e.data ?? {})],
+              ['Actor', (e) => refCell(e.actor)],
+              ['Target', (e) => refCell(e.target)],
+              ['Data', (e) => dataCell(e.data)],
             ], rows),
       )
       put(more, data.next_cursor ? h('button', { type: 'button', text: 'Load more', onclick: () => load(data.next_cursor) }) : null)

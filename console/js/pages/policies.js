@@ -3,6 +3,7 @@
 // replay of the draft against logged decisions before saving.
 import { api, can, currentSession, qs } from '../api.js'
 import { announce, badge, errorBox, field, h, put, splitList, table, unavailable, when } from '../dom.js'
+import { policyHits } from './policy-hits.js'
 
 const org = () => currentSession().organizationId
 
@@ -100,7 +101,7 @@ function renderEditor(main, id) {
   showApproval()
   enabled.id = 'enabled'
   const versions = h('section', { 'aria-labelledby': 'versions-title' })
-  put(main, h('p', {}, h('a', { href: '#/policies', text: 'Back to policies' })), h('h1', { text: id ? 'Edit policy' : 'New policy' }), form, replayOut, id ? versions : null)
+  put(main, h('p', {}, h('a', { href: '#/policies', text: 'Back to policies' })), h('h1', { text: id ? 'Edit policy' : 'New policy' }), form, replayOut, id ? policyHits(id) : null, id ? versions : null)
 
   const draft = () => {
     const body = {
