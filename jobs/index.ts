@@ -7,6 +7,8 @@ import { startApprovalExpiry } from './approval-expiry.ts'
 import { startAuditSealer } from './audit-seal.ts'
 import { startDecisionMaintenance } from './decision-maintenance.ts'
 import { startLeadMailJob } from './lead-mail.ts'
+import { startSpamPurge } from './lead-spam-purge.ts'
+import { startReportRollup } from './report-rollup.ts'
 import { createWebhookWorker } from './webhook-delivery.ts'
 
 export interface Jobs {
@@ -29,15 +31,21 @@ export function startJobs({ config, deps, services }: JobDeps): Jobs {
   const webhooks = createWebhookWorker(config, deps)
   webhooks.start()
   const expiry = startApprovalExpiry(deps, services.approvals)
+  // The decision log's hourly rollup for the reports, every minute.
+  const rollup = startReportRollup(deps.db, deps.clock, warn('report rollup failed'))
   // Lead mail: the outbox sent with retries, unconfirmed subscriptions expired.
   const leadMail = startLeadMailJob(config, deps, services.leadMail)
+  // Lead spam past its retention, and used CAPTCHA tokens past their lifetime: hourly.
+  const spamPurge = startSpamPurge(deps.db, deps.clock, deps.logger, config.leadSpamRetentionDays)
   return {
     async stop() {
       await sealer.stop()
       maintenance.stop()
       await webhooks.close()
       await expiry.stop()
+      await rollup.stop()
       await leadMail.stop()
+      await spamPurge.stop()
       await maintenance.done
     },
   }
