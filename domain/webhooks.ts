@@ -1,7 +1,13 @@
-// The webhook vocabulary, no I/O: which event types an endpoint may subscribe to and which audit
-// types each covers, the retry schedule, and which addresses a delivery must never reach.
+// The webhook vocabulary, no I/O: which names an endpoint may subscribe to (the named
+// subscriptions, any audit type, a family such as `policy.*`, or `*`) and which types each covers,
+// the retry schedule, and which addresses a delivery must never reach.
 
-/** What an endpoint may subscribe to. */
+import { AUDIT_EVENT_TYPES } from './audit.ts'
+
+/**
+ * The named subscriptions of the first release, kept working: each covers the audit types listed
+ * in SUBSCRIPTION_COVERS. An endpoint may also name any audit type, a family (`policy.*`) or `*`.
+ */
 export const WEBHOOK_EVENT_TYPES = [
   'approval.requested',
   'approval.approved',
@@ -26,7 +32,7 @@ export const SUBSCRIPTION_COVERS: Readonly<Record<WebhookEventType, readonly str
   'approval.approved': ['approval.approved'],
   'approval.denied': ['approval.denied'],
   'approval.expired': ['approval.expired'],
-  'decision.denied': [],
+  'decision.denied': ['decision.denied'],
   'policy.changed': ['policy.created', 'policy.updated', 'policy.archived', 'policy.rolled_back'],
   'agent.discovered': ['agent.discovered'],
   'agent.suspended': ['agent.suspended'],
@@ -38,17 +44,27 @@ export const SUBSCRIPTION_COVERS: Readonly<Record<WebhookEventType, readonly str
   'limit.changed': ['limit.changed'],
 })
 
-/** The audit types any of `subscriptions` covers. */
-export function coveredTypes(subscriptions: readonly string[]): string[] {
-  const out = new Set<string>()
-  for (const name of subscriptions) for (const type of SUBSCRIPTION_COVERS[name as WebhookEventType] ?? []) out.add(type)
-  return [...out]
+/** Every type a delivery can carry: the audit types, and decision.denied from the decision log. */
+export const DELIVERABLE_TYPES: readonly string[] = Object.freeze([...AUDIT_EVENT_TYPES, 'decision.denied'])
+
+/** The families (`policy.*`): the part of each deliverable type before its dot. */
+export const WEBHOOK_FAMILIES: readonly string[] = Object.freeze([...new Set(DELIVERABLE_TYPES.map((type) => `${type.slice(0, type.indexOf('.'))}.*`))])
+
+/** Every name an endpoint may subscribe to: the named ones, each deliverable type, each family, and `*`. */
+export const WEBHOOK_SUBSCRIPTIONS: readonly string[] = Object.freeze([...new Set<string>([...WEBHOOK_EVENT_TYPES, ...DELIVERABLE_TYPES, ...WEBHOOK_FAMILIES, '*'])])
+
+/** The deliverable types one subscription name covers (none for an unknown name). */
+function typesOf(name: string): readonly string[] {
+  if (name === '*') return DELIVERABLE_TYPES
+  if (name.endsWith('.*')) return WEBHOOK_FAMILIES.includes(name) ? DELIVERABLE_TYPES.filter((type) => type.startsWith(name.slice(0, -1))) : []
+  return SUBSCRIPTION_COVERS[name as WebhookEventType] ?? (DELIVERABLE_TYPES.includes(name) ? [name] : [])
 }
 
-/** The subscription that covers audit type `type`, or null when none does. */
-export function subscriptionOf(type: string): WebhookEventType | null {
-  for (const name of WEBHOOK_EVENT_TYPES) if (SUBSCRIPTION_COVERS[name].includes(type)) return name
-  return null
+/** The deliverable types any of `subscriptions` covers (decision.denied included when covered). */
+export function coveredTypes(subscriptions: readonly string[]): string[] {
+  const out = new Set<string>()
+  for (const name of subscriptions) for (const type of typesOf(name)) out.add(type)
+  return [...out]
 }
 
 /**

@@ -2,7 +2,7 @@
 // The rows are read here; their public body is built by the caller's `payloadOf`
 // (services/webhook-payloads.ts), so storage knows nothing of the published shape or the API's URL.
 import { sql, type Kysely, type Transaction } from 'kysely'
-import { coveredTypes, subscriptionOf, type WebhookEventType } from '../domain/webhooks.ts'
+import { coveredTypes } from '../domain/webhooks.ts'
 import type { Database } from '../database/schema.ts'
 
 /** The approval an approval.* event is about, as the outbox reads it. */
@@ -63,7 +63,6 @@ interface OutboxItem {
   readonly xid: number
   readonly order: number
   readonly organizationId: string
-  readonly subscription: WebhookEventType
   readonly type: string
   readonly messageId: string
   readonly eventId: number | null
@@ -77,6 +76,8 @@ interface Endpoint {
   organization_id: string
   event_types: string[]
   created_xid: number
+  /** The types its subscriptions cover (a family or `*` expanded). */
+  covers: ReadonlySet<string>
 }
 
 function parsed(value: unknown): unknown {
@@ -97,11 +98,10 @@ export async function fanOut(db: Kysely<Database>, now: Date, payloadOf: Payload
     const bound = Number((await sql<{ xid: string | number }>`select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as xid`.execute(trx)).rows[0]!.xid)
     const from = Number((await trx.selectFrom('webhook_fanout').select('xid_through').executeTakeFirstOrThrow()).xid_through)
     if (bound <= from) return 0
-    const endpoints: Endpoint[] = (await trx.selectFrom('webhooks').select(['webhook_id', 'organization_id', 'event_types', 'created_xid']).where('status', '=', 'active').execute()).map((row) => ({
-      ...row,
-      event_types: parsed(row.event_types) as string[],
-      created_xid: Number(row.created_xid),
-    }))
+    const endpoints: Endpoint[] = (await trx.selectFrom('webhooks').select(['webhook_id', 'organization_id', 'event_types', 'created_xid']).where('status', '=', 'active').execute()).map((row) => {
+      const eventTypes = parsed(row.event_types) as string[]
+      return { ...row, event_types: eventTypes, created_xid: Number(row.created_xid), covers: new Set(coveredTypes(eventTypes)) }
+    })
     let queued = 0
     if (endpoints.length > 0) {
       const items = await readOutbox(trx, from, bound, endpoints, payloadOf)
@@ -144,7 +144,7 @@ async function insertDeliveries(trx: Transaction<Database>, items: readonly Outb
   const pairWebhook: string[] = []
   items.forEach((item, index) => {
     for (const endpoint of endpoints) {
-      if (endpoint.organization_id !== item.organizationId || item.xid <= endpoint.created_xid || !endpoint.event_types.includes(item.subscription)) continue
+      if (endpoint.organization_id !== item.organizationId || item.xid <= endpoint.created_xid || !endpoint.covers.has(item.type)) continue
       pairItem.push(index + 1)
       pairWebhook.push(endpoint.webhook_id)
     }
@@ -165,7 +165,7 @@ async function insertDeliveries(trx: Transaction<Database>, items: readonly Outb
 
 async function readOutbox(trx: Transaction<Database>, from: number, bound: number, endpoints: readonly Endpoint[], payloadOf: PayloadOf): Promise<OutboxItem[]> {
   const organizations = [...new Set(endpoints.map((endpoint) => endpoint.organization_id))]
-  const types = coveredTypes(endpoints.flatMap((endpoint) => endpoint.event_types))
+  const types = [...new Set(endpoints.flatMap((endpoint) => [...endpoint.covers]))].filter((type) => type !== 'decision.denied')
   const items: OutboxItem[] = []
   if (types.length > 0) {
     const events = await trx
@@ -178,8 +178,6 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
       .execute()
     const approvals = await approvalsOf(trx, events)
     for (const event of events) {
-      const subscription = subscriptionOf(event.type)
-      if (!subscription) continue
       const row: OutboxEvent = {
         kind: 'event',
         event_id: Number(event.event_id),
@@ -197,7 +195,6 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
         xid: Number(event.xid),
         order: row.event_id,
         organizationId: row.organization_id,
-        subscription,
         type: row.type,
         messageId: `evt_${row.event_id}`,
         eventId: row.event_id,
@@ -207,7 +204,7 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
       })
     }
   }
-  const deniedFor = [...new Set(endpoints.filter((endpoint) => endpoint.event_types.includes('decision.denied')).map((endpoint) => endpoint.organization_id))]
+  const deniedFor = [...new Set(endpoints.filter((endpoint) => endpoint.covers.has('decision.denied')).map((endpoint) => endpoint.organization_id))]
   if (deniedFor.length > 0) {
     const decisions = await trx
       .selectFrom('decisions')
@@ -235,7 +232,6 @@ async function readOutbox(trx: Transaction<Database>, from: number, bound: numbe
         xid: Number(decision.xid),
         order: row.evaluated_at.getTime(),
         organizationId: row.organization_id,
-        subscription: 'decision.denied',
         type: 'decision.denied',
         messageId: `dec_${row.decision_id}`,
         eventId: null,

@@ -95,7 +95,7 @@ t.test('bad input answers 400 with a message, never 500', async (t) => {
     [{}, 'Field url is required'],
     [{ url: 'https://hooks.example.com/' }, 'Field event_types is required'],
     [{ ...ok, event_types: [] }, 'Field event_types must name at least one event type'],
-    [{ ...ok, event_types: ['key.exploded'] }, 'Field event_types may hold only approval.requested, approval.approved, approval.denied, approval.expired, decision.denied, policy.changed, agent.discovered, agent.suspended, key.created, key.revoked, lead.created, mcp_server.changed, limit.reached, limit.changed (at event_types.0)'],
+    [{ ...ok, event_types: ['key.exploded'] }, 'Field event_types may hold only an audit type (such as key.rotated), a family (such as policy.*), * or a named subscription (policy.changed, mcp_server.changed, decision.denied) (at event_types.0)'],
     [{ ...ok, event_types: 'key.created' }, 'Field event_types must be an array of event types'],
     [{ ...ok, url: 7 }, 'Field url must be a string'],
     [{ ...ok, url: 'hooks.example.com' }, 'Field url must be an absolute URL'],
