@@ -276,6 +276,10 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
     batch.forEach((item, index) => {
       if (stale.has(item.record.decision_id)) outcomes[index] = { kind: 'stale' }
     })
+    const creating = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged')
+    await insertApprovals(trx, creating.map((item) => item.approval!))
+    await recordEvents(trx, creating.map((item) => approvalRequestedEvent(item.approval!, item.audit ?? BY_SYSTEM, item.record.evaluated_at)))
+    // After the approvals: a pending approval's reservation refers to it.
     if (plan) {
       const logged = new Set<number>()
       const approvals = new Map<number, string>()
@@ -286,9 +290,6 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
       })
       await plan.commit(trx, logged, approvals, now)
     }
-    const creating = batch.filter((item, index) => item.approval && outcomes[index]!.kind === 'logged')
-    await insertApprovals(trx, creating.map((item) => item.approval!))
-    await recordEvents(trx, creating.map((item) => approvalRequestedEvent(item.approval!, item.audit ?? BY_SYSTEM, item.record.evaluated_at)))
     return outcomes
   })
 }
