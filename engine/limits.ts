@@ -295,3 +295,30 @@ export function windowLabel(window: LimitWindow): string {
 export function unitsLabel(limit: LimitInput, value: number): string {
   return limit.kind === 'count' ? `${value}` : `${value}${limit.currency ? ` ${limit.currency}` : ''}`
 }
+
+/**
+ * Counters in memory for a replay: the logged decisions, oldest first, counted as the draft
+ * would have counted them from the start of the replayed range (use before the range is not
+ * known, so windows that began before it start empty). Returns the decision with the limits.
+ */
+export function replayCounter(): (decision: 'allow' | 'deny' | 'require_approval', limits: readonly AppliedLimit[] | undefined, agentId: string, resource: string, now: number) => { decision: 'allow' | 'deny' | 'require_approval'; limit: AppliedLimit | null } {
+  const states = new Map<string, CounterState>()
+  return (decision, limits, agentId, resource, now) => {
+    if (decision === 'deny' || !limits || limits.length === 0) return { decision, limit: null }
+    const next = new Map<string, CounterState>()
+    for (const applied of limits) {
+      if (!applied.enforce) continue
+      if (applied.amount === null) return { decision: 'deny', limit: applied }
+      if (applied.limit.window.type === 'per_call') {
+        if (applied.amount > applied.limit.max) return { decision: 'deny', limit: applied }
+        continue
+      }
+      const key = counterKey(applied.policy_id, applied.limit, agentId, resource)
+      const current = next.get(key) ?? currentOf(applied.limit.window, states.get(key) ?? null, now)
+      if (current.used + applied.amount > applied.limit.max) return { decision: 'deny', limit: applied }
+      next.set(key, addTo(applied.limit.window, current, applied.amount, now))
+    }
+    for (const [key, state] of next) states.set(key, state)
+    return { decision, limit: null }
+  }
+}

@@ -3,7 +3,7 @@
 // Nothing is written. The log is read a page at a time (the next page loads while the engine
 // works on the current one), so the largest replay never sits in memory whole.
 import type { Kysely } from 'kysely'
-import { compilePolicySet, DEFAULT_REPLAY_SAMPLE, replay, type Effect, type LoggedDecision, type PolicyInput, type Reason } from '../engine/index.ts'
+import { compilePolicySet, DEFAULT_REPLAY_SAMPLE, replay, replayCounter, type Effect, type LoggedDecision, type PolicyInput, type Reason } from '../engine/index.ts'
 import { findOrganizationSettings } from '../storage/organization-settings.ts'
 import { findPolicy, listPoliciesInForce, type Policy, type PolicyFields } from '../storage/policies.ts'
 import { agentLabels, pageOfLoggedDecisions, type LoggedDecisionRow, type ReplayPosition, type ReplayWindow } from '../storage/replay.ts'
@@ -97,7 +97,9 @@ function loggedOf(row: LoggedDecisionRow, labels: ReadonlyMap<string, Record<str
   const status = row.agent_rule === 'agent_suspended' ? 'suspended' : row.agent_rule === 'unknown_agent' ? 'discovered' : 'active'
   return {
     decision_id: row.decision_id,
-    decision: row.policy_decision,
+    // A limit's refusal is what was decided; an approval's use is what the policies decided.
+    decision: row.other_rule === 'limit_exceeded' || row.other_rule === 'limit_error' ? 'deny' : row.policy_decision,
+    approval_use: row.other_rule === 'approval',
     request: {
       agent: { id: row.agent_id, handle: row.agent_handle, labels: labels.get(row.agent_id) ?? NO_LABELS, status },
       action: row.action,
@@ -116,6 +118,9 @@ export async function replayDecisions(db: Kysely<Database>, organizationId: stri
   const set = compilePolicySet(await draftSet(db, organizationId, request.drafts), settings.ruleset_revision)
   const labels = await agentLabels(db, organizationId)
   const answer: ReplayAnswer = { evaluated: 0, changed: {}, sample: [] }
+  // Limits are counted oldest first: the range is read whole (at most `limit` decisions), then replayed.
+  const limited = set.policies.some((policy) => policy.limits.length > 0)
+  const held: LoggedDecisionRow[] = []
   const load = (after: ReplayPosition | null, remaining: number) => pageOfLoggedDecisions(db, organizationId, request.window, after, Math.min(REPLAY_PAGE, remaining))
   let remaining = request.limit
   let next: Promise<LoggedDecisionRow[]> | null = load(null, remaining)
@@ -125,7 +130,12 @@ export async function replayDecisions(db: Kysely<Database>, organizationId: stri
     const last = rows[rows.length - 1]
     // The next page is read while this one is decided.
     next = last && remaining > 0 && rows.length === REPLAY_PAGE ? load({ evaluatedAt: last.position, decisionId: last.decision_id }, remaining) : null
-    const result = replay(set, settings, rows.map((row) => loggedOf(row, labels)), DEFAULT_REPLAY_SAMPLE - answer.sample.length)
+    if (limited) {
+      held.push(...rows)
+      if (next !== null) continue
+      rows.splice(0, rows.length, ...held.reverse())
+    }
+    const result = replay(set, settings, rows.map((row) => loggedOf(row, labels)), DEFAULT_REPLAY_SAMPLE - answer.sample.length, limited ? replayCounter() : undefined)
     answer.evaluated += result.evaluated
     for (const [key, count] of Object.entries(result.changed)) answer.changed[key] = (answer.changed[key] ?? 0) + count
     for (const sample of result.sample) {

@@ -14,6 +14,8 @@ export interface LoggedDecisionRow {
   agent_handle: string
   /** The rule that decided it when the agent was suspended or unknown, else null. */
   agent_rule: 'agent_suspended' | 'unknown_agent' | null
+  /** The rule of a limit that refused it (docs/budgets.md), or 'approval' for an allow that used an approval; else null. */
+  other_rule?: 'limit_exceeded' | 'limit_error' | 'approval' | null
   action: string
   resource: string
   args: Record<string, unknown>
@@ -74,6 +76,7 @@ export async function pageOfLoggedDecisions(
     evaluated_at: new Date(row[8] as string),
     position: row[8] as string,
     agent_rule: row[9] === 'agent_suspended' || row[9] === 'unknown_agent' ? row[9] : null,
+    other_rule: row[9] === 'limit_exceeded' || row[9] === 'limit_error' || row[9] === 'approval' ? row[9] : null,
   }))
 }
 

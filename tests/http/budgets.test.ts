@@ -275,3 +275,29 @@ t.test('usage: scopes, another organization, agent keys', async (t) => {
   t.equal((await jsonOf(own)).limits.filter((l: any) => l.policy_id === p.policy_id).length, 3)
   t.equal((await app.call('GET', '/agents/me/usage', { token: vars.ADMIN_KEY_A })).status, 404)
 })
+
+t.test('replay counts a draft limit over the logged decisions, oldest first', async (t) => {
+  app.clock.now = Date.parse('2026-12-11T08:00:00.000Z')
+  await makeAgent('replayed')
+  const p = await policy({ name: 'Replayed', actions: ['replay.go'], limits: [countLimit('five', 5, { type: 'day' })] })
+  const ids: string[] = []
+  for (let i = 0; i < 6; i++) {
+    app.clock.now += 1000
+    ids.push((await decide({ agent: 'replayed', action: 'replay.go' })).body.decision_id)
+  }
+  const replay = async (max: number) => {
+    const res = await app.call('POST', `/policies/replay?organization_id=${A}`, {
+      token: vars.ADMIN_KEY_A,
+      json: { from: '2026-12-11T00:00:00.000Z', policies: [{ policy_id: p.policy_id, name: 'Replayed', effect: 'allow', actions: ['replay.go'], limits: [countLimit('five', max, { type: 'day' })] }] },
+    })
+    t.equal(res.status, 200, await res.clone().text())
+    return jsonOf(res)
+  }
+  const same = await replay(5)
+  t.same([same.evaluated, same.changed], [6, {}], 'the limit in force replays as it decided (the sixth was its deny)')
+  const lower = await replay(3)
+  t.same(lower.changed, { 'allow→deny': 2 })
+  t.same(lower.sample.map((s: any) => [s.decision_id, s.to, s.reasons[0].rule, s.reasons[0].limit]), [[ids[3], 'deny', 'limit_exceeded', 'five'], [ids[4], 'deny', 'limit_exceeded', 'five']])
+  const higher = await replay(10)
+  t.same(higher.changed, { 'deny→allow': 1 }, 'a higher limit would have allowed the sixth')
+})
