@@ -7,12 +7,19 @@ import { basename, dirname, join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Kysely } from 'kysely'
 import { countLeads, streamLeads, type ExportedLead, type LeadList } from '../storage/leads.ts'
+import { pendingLeadIds } from '../storage/lead-subscriptions.ts'
 import type { Database } from '../database/schema.ts'
 import { CommandFailed } from './command.ts'
 
 export const EXPORT_COLUMNS = [
-  'list', 'id', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id', 'via', 'received_at',
-] as const satisfies ReadonlyArray<keyof ExportedLead>
+  'list', 'id', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id', 'via', 'received_at', 'status', 'unsubscribe_url',
+] as const satisfies ReadonlyArray<keyof ExportRow>
+
+/**
+ * A lead as exported: a newsletter subscriber also carries its status (pending until confirmed,
+ * under double opt-in) and its one-click unsubscribe URL, for whatever sends the newsletter.
+ */
+type ExportRow = ExportedLead & { status: string | null; unsubscribe_url: string | null }
 
 /** RFC 4180 quoting, and a leading ' before = + - @ TAB CR so a spreadsheet never runs a cell as a formula (OWASP CSV injection). */
 function csvCell(value: string | number | null): string {
@@ -28,6 +35,8 @@ export interface ExportOptions {
   readonly out: Writable
   /** Where progress goes (a terminal); null for none. */
   readonly progress: Writable | null
+  /** The unsubscribe URL of a newsletter lead (services/lead-mail.ts); absent or null: none. */
+  readonly unsubscribeUrl?: (leadId: number) => string | null
 }
 
 export async function exportLeads(db: Kysely<Database>, options: ExportOptions): Promise<number> {
@@ -42,7 +51,14 @@ export async function exportLeads(db: Kysely<Database>, options: ExportOptions):
   }
   if (options.format === 'csv') await write(EXPORT_COLUMNS.join(',') + '\r\n')
   for (const list of options.lists) {
-    for await (const lead of streamLeads(db, list)) {
+    // Pending subscriptions are few (they expire within days): one read, not one per lead.
+    const pending = list === 'newsletter' ? await pendingLeadIds(db) : null
+    for await (const found of streamLeads(db, list)) {
+      const lead: ExportRow = {
+        ...found,
+        status: pending ? (pending.has(found.id) ? 'pending' : 'active') : null,
+        unsubscribe_url: pending ? (options.unsubscribeUrl?.(found.id) ?? null) : null,
+      }
       await write(
         options.format === 'csv'
           ? EXPORT_COLUMNS.map((column) => csvCell(lead[column])).join(',') + '\r\n'

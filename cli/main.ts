@@ -6,6 +6,9 @@ import { CommandFailed, commandHelp, parseOptions, UsageError, usageLine, wantsH
 import { withDatabase } from './database.ts'
 import type { DatabaseHandle } from '../database/connect.ts'
 import { cannotWrite, exportLeads, openOutput } from './export.ts'
+import { createLeadLinks } from '../services/lead-links.ts'
+import { unsubscribeUrls } from '../services/lead-mail.ts'
+import { createSecrets } from '../services/secrets.ts'
 import { healthCommand } from './health.ts'
 import { auditCommands } from './audit.ts'
 import { policyCommands } from './policies.ts'
@@ -73,6 +76,7 @@ const leadsExport: Command = {
           format,
           out,
           progress: io.stderr.isTTY ? (io.stderr as unknown as import('node:stream').Writable) : null,
+          unsubscribeUrl: unsubscribeUrls(config, createLeadLinks(createSecrets(config))),
         }),
       )
       if (output) {

@@ -3,6 +3,9 @@
 // services/webhook-payloads.ts), then claims endpoints whose oldest pending delivery is due and
 // sends their queues in order, signed with the Standard Webhooks scheme. A failed delivery blocks
 // the endpoint's later ones until it succeeds or its schedule ends.
+import { createLeadLinks } from '../services/lead-links.ts'
+import { unsubscribeUrls } from '../services/lead-mail.ts'
+import { createSecrets } from '../services/secrets.ts'
 import type { Config } from '../config.ts'
 import {
   claimEndpoints,
@@ -46,7 +49,8 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
     sender ??= createSender({ allowPrivate: config.webhookAllowPrivate, timeoutMs, maxResponseBytes: 64 * 1024 })
     return sender(url, headers, body)
   }
-  const payloadOf = webhookPayloads(config.productApiUrl)
+  // A newsletter signup's lead.created carries its one-click unsubscribe URL (services/lead-mail.ts).
+  const payloadOf = webhookPayloads(config.productApiUrl, unsubscribeUrls(config, createLeadLinks(createSecrets(config))))
   const signers = new Map<string, Signer>()
   let timer: ReturnType<typeof setInterval> | null = null
   let running: Promise<void> | null = null

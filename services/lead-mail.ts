@@ -47,17 +47,24 @@ export const OPT_IN_NEEDS_SMTP = 'Double opt-in needs SMTP settings (SMTP_URL or
 export const OPT_IN_NEEDS_KEY = 'Double opt-in needs a secrets key (SECRETS_KEY) to sign its links'
 export const OPT_IN_NEWSLETTER_ONLY = 'Double opt-in applies to the newsletter list only'
 
+/**
+ * The one-click unsubscribe URL of a newsletter lead (by its id; it never expires, and stops
+ * working when the lead leaves the list); null without a secrets key. The export uses it too.
+ */
+export function unsubscribeUrls(config: Pick<Config, 'productApiUrl'>, links: LeadLinks): (leadId: number) => string | null {
+  return (leadId) => {
+    const token = links.sign('unsubscribe', leadId, 0)
+    return token === null ? null : `${config.productApiUrl}/leads/unsubscribe?token=${encodeURIComponent(token)}`
+  }
+}
+
 export function createLeadMail(options: { db: Kysely<Database>; config: Config; logger: Logger; secrets: Secrets }): LeadMail {
   const { db, config } = options
   const mailer = config.smtp ? createMailer(config.smtp) : null
   const links = createLeadLinks(options.secrets)
   const listeners: (() => void)[] = []
-  const base = config.productApiUrl
-  const linkUrl = (path: string, token: string) => `${base}${path}?token=${encodeURIComponent(token)}`
-  const unsubscribeUrl = (leadId: number) => {
-    const token = links.sign('unsubscribe', leadId, 0)
-    return token === null ? null : linkUrl('/leads/unsubscribe', token)
-  }
+  const linkUrl = (path: string, token: string) => `${config.productApiUrl}${path}?token=${encodeURIComponent(token)}`
+  const unsubscribeUrl = unsubscribeUrls(config, links)
   const queued = () => {
     for (const listener of listeners) listener()
   }

@@ -6,13 +6,23 @@ import { withoutSecrets } from '../domain/audit.ts'
 import type { OutboxApproval, OutboxDecision, OutboxEvent, OutboxRow, PayloadOf } from '../storage/webhook-fanout.ts'
 
 /** The builder fan-out uses: every link under `apiUrl`, the product API's public URL. */
-export function webhookPayloads(apiUrl: string): PayloadOf {
-  return (row) => webhookPayload(row, apiUrl)
+export function webhookPayloads(apiUrl: string, unsubscribeUrl?: UnsubscribeUrl): PayloadOf {
+  return (row) => webhookPayload(row, apiUrl, unsubscribeUrl)
 }
 
+/** A newsletter lead's one-click unsubscribe URL (services/lead-mail.ts), for lead.created. */
+export type UnsubscribeUrl = (leadId: number) => string | null
+
 /** The delivery body (JSON text) of one outbox row. */
-export function webhookPayload(row: OutboxRow, apiUrl: string): string {
-  return row.kind === 'event' ? eventPayload(row, apiUrl) : deniedDecisionPayload(row, apiUrl)
+export function webhookPayload(row: OutboxRow, apiUrl: string, unsubscribeUrl?: UnsubscribeUrl): string {
+  return row.kind === 'event' ? eventPayload(row, apiUrl, unsubscribeUrl) : deniedDecisionPayload(row, apiUrl)
+}
+
+/** lead.created of a newsletter signup carries the subscriber's unsubscribe URL, for whatever mails them. */
+function leadExtras(event: OutboxEvent, unsubscribeUrl: UnsubscribeUrl | undefined): Record<string, unknown> {
+  const data = event.data as { list?: unknown; lead_id?: unknown } | null
+  if (event.type !== 'lead.created' || !unsubscribeUrl || data?.list !== 'newsletter' || typeof data.lead_id !== 'number') return {}
+  return { unsubscribe_url: unsubscribeUrl(data.lead_id) }
 }
 
 function body(type: string, occurredAt: Date, data: Record<string, unknown>): string {
@@ -36,10 +46,11 @@ function approvalData(approval: OutboxApproval, apiUrl: string): Record<string, 
   }
 }
 
-function eventPayload(event: OutboxEvent, apiUrl: string): string {
+function eventPayload(event: OutboxEvent, apiUrl: string, unsubscribeUrl?: UnsubscribeUrl): string {
   return body(event.type, event.occurred_at, {
     ...(event.approval ? approvalData(event.approval, apiUrl) : {}),
     ...event.data,
+    ...leadExtras(event, unsubscribeUrl),
     organization_id: event.organization_id,
     event_id: event.event_id,
     actor: { type: event.actor_type, id: event.actor_id },

@@ -141,3 +141,9 @@ export async function subscriptionStatuses(db: Kysely<Database>, leadIds: number
   const rows = await db.selectFrom('lead_subscriptions').select(['lead_id', 'status']).where('lead_id', 'in', leadIds).where('status', 'in', ['pending', 'active']).execute()
   return new Map(rows.map((row) => [Number(row.lead_id), row.status]))
 }
+
+/** The newsletter leads waiting for their confirmation. */
+export async function pendingLeadIds(db: Kysely<Database>): Promise<Set<number>> {
+  const rows = await db.selectFrom('lead_subscriptions').select('lead_id').where('status', '=', 'pending').where('lead_id', 'is not', null).execute()
+  return new Set(rows.map((row) => Number(row.lead_id)))
+}

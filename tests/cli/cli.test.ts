@@ -274,7 +274,7 @@ t.test('leads export: a clear one-line error for a bad path, and no file unless 
   const done = await run(['leads', 'export', '--output', target])
   t.equal(done.code, 0, done.err)
   t.equal(done.err, `wrote 0 leads to ${target}\n`)
-  t.equal(readFileSync(target, 'utf8'), 'list,id,email,first_name,last_name,company,linkedin,phone,source,analytics_distinct_id,via,received_at\r\n')
+  t.equal(readFileSync(target, 'utf8'), 'list,id,email,first_name,last_name,company,linkedin,phone,source,analytics_distinct_id,via,received_at,status,unsubscribe_url\r\n')
   t.equal(statSync(target).mode & 0o777, 0o600, 'leads are personal data: readable by the owner only')
   t.same(readdirSync(outDir), ['leads.csv'])
 })

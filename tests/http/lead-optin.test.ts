@@ -10,6 +10,11 @@ import { createOrganization } from '../../storage/organizations.ts'
 import { FakeClock, openTestDatabase } from '../support/helpers.ts'
 import { jsonOf, productApp } from '../support/product-support.ts'
 import { startSmtp, type ReceivedMail } from '../support/smtp-support.ts'
+import { createLeadLinks } from '../../services/lead-links.ts'
+import { unsubscribeUrls } from '../../services/lead-mail.ts'
+import { createSecrets } from '../../services/secrets.ts'
+import { webhookPayload } from '../../services/webhook-payloads.ts'
+import type { OutboxEvent } from '../../storage/webhook-fanout.ts'
 
 async function world(t: Test) {
   const smtp = await startSmtp()
@@ -200,4 +205,17 @@ t.test('with double opt-in off, subscribers are active at once and can still uns
   t.equal(answer.status, 200)
   t.same(await subscribers(), [])
   t.same(await subscribe('plain@example.com'), [200, { message: 'OK' }])
+})
+
+t.test('the lead.created webhook payload of a signup carries the same unsubscribe URL as the export', async (t) => {
+  const { app, owner, subscribe, subscribers } = await world(t)
+  await app.call('PATCH', '/leads/lists/newsletter', { token: owner, json: { double_opt_in: false } })
+  await subscribe('hook@example.com')
+  const [lead] = await subscribers()
+  const urls = unsubscribeUrls(app.config, createLeadLinks(createSecrets(app.config)))
+  const event = (data: Record<string, unknown>): OutboxEvent => ({ kind: 'event', event_id: 1, organization_id: '00000000-0000-4000-8000-000000000000', occurred_at: new Date(app.clock.now), actor_type: 'system', actor_id: null, type: 'lead.created', target_type: 'lead', target_id: `newsletter:${lead.id}`, data, approval: null })
+  const payload = JSON.parse(webhookPayload(event({ lead_id: lead.id, list: 'newsletter', form: '/newsletter', email_domain: 'example.com' }), 'https://api.example.com', urls))
+  t.equal(payload.data.unsubscribe_url, lead.unsubscribe_url)
+  const demo = JSON.parse(webhookPayload(event({ lead_id: 1, list: 'demo', form: '/demo-request', email_domain: 'example.com' }), 'https://api.example.com', urls))
+  t.notOk('unsubscribe_url' in demo.data, 'a demo request has no unsubscribe link')
 })

@@ -219,6 +219,8 @@ t.test('a restart keeps the data; kill -9 right after a 200 loses nothing', asyn
       '"line1\nline2"',
       '',
       String(killed.received_at),
+      '',
+      '',
     ].join(','),
     'formula cells are neutralised with a leading quote; commas, quotes and newlines are quoted',
   )

@@ -3,10 +3,11 @@
 // prefixed with a quote).
 import { api, qs } from '../api.js'
 import { errorBox, field, h, put, table, when } from '../dom.js'
+import { renderLeadMail } from './leads-mail.js'
 
 const LISTS = {
   demo: { path: '/leads/demo-requests', title: 'Demo requests', columns: ['received_at', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id'] },
-  newsletter: { path: '/leads/newsletter', title: 'Newsletter', columns: ['received_at', 'email', 'source', 'via', 'analytics_distinct_id'] },
+  newsletter: { path: '/leads/newsletter', title: 'Newsletter', columns: ['received_at', 'email', 'status', 'source', 'via', 'analytics_distinct_id'] },
 }
 
 export function csvCell(value) {
@@ -24,6 +25,7 @@ export function render(main) {
   const exportButton = h('button', { type: 'button', text: 'Export CSV' })
   const form = h('form', { method: 'post', class: 'filters', role: 'search', 'aria-label': 'Search leads' }, field('List', list), field('Search', search), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Search' })), h('div', { class: 'field' }, exportButton))
   put(main, h('h1', { text: 'Leads' }), form, message, results, more)
+  renderLeadMail(main)
   let rows = []
 
   async function load(cursor) {
