@@ -1,0 +1,57 @@
+"""A tiny local HTTP server answering from a script, recording every request: for retries and
+failures the real server will not produce on demand (429 and 503 on cue, hangs)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+Answer = Tuple[int, Dict[str, str], Any]
+
+
+class Stub:
+    def __init__(self, answers: List[Answer], delay: float = 0.0) -> None:
+        self.answers = list(answers)
+        self.delay = delay
+        self.requests: List[Dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                stub.requests.append({"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None})
+                if stub.delay:
+                    time.sleep(stub.delay)
+                status, headers, body = stub.answers.pop(0) if len(stub.answers) > 1 else stub.answers[0]
+                data = b"" if body is None else json.dumps(body).encode()
+                self.send_response(status)
+                for k, v in {"content-type": "application/json", "x-request-id": f"req-{len(stub.requests)}", **headers}.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
