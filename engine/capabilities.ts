@@ -7,6 +7,7 @@
 // (`*` and `payments.*` cover `payments.refund`); a policy naming a narrower pattern gets its
 // own entry. A `*` in P is treated as a character the other pattern's literals cannot match,
 // which makes "Q matches the text of P" exactly "every action P matches, Q matches".
+import { windowLabel } from './limits.ts'
 import { compilePattern } from './patterns.ts'
 import { candidatesFor, type CompiledPolicy, type CompiledPolicySet } from './policyset.ts'
 import type { AgentStatus, Decision, Effect, OrganizationSettings, Rule } from './types.ts'
@@ -20,6 +21,19 @@ export interface CapabilityPolicy {
   readonly effect: Effect
   readonly condition: string | null
   readonly resources: readonly string[]
+  /** Present when the policy carries limits (docs/budgets.md): what an allow under it may use per window. */
+  readonly limits?: readonly CapabilityLimit[]
+}
+
+export interface CapabilityLimit {
+  readonly name: string
+  readonly kind: 'count' | 'spend'
+  readonly max: number
+  readonly currency: string | null
+  readonly scope: string
+  /** The window, as "day (Europe/Paris)", "rolling 3600 s", "all_time" or "per_call". */
+  readonly window: string
+  readonly mode: 'enforce' | 'monitor'
 }
 
 export interface CapabilityEntry {
@@ -112,5 +126,8 @@ function conditionText(policy: CompiledPolicy): string {
 }
 
 function describe(policy: CompiledPolicy): CapabilityPolicy {
-  return { policy_id: policy.policy_id, version: policy.version, name: policy.name, effect: policy.effect, condition: policy.condition_text, resources: policy.resources }
+  const described = { policy_id: policy.policy_id, version: policy.version, name: policy.name, effect: policy.effect, condition: policy.condition_text, resources: policy.resources }
+  if (policy.limits.length === 0) return described
+  const limits = policy.limits.map((limit) => ({ name: limit.name, kind: limit.kind, max: limit.max, currency: limit.currency ?? null, scope: limit.scope, window: windowLabel(limit.window), mode: limit.mode }))
+  return { ...described, limits }
 }

@@ -136,6 +136,12 @@ const CapabilityPolicySchema = v.object({
   effect: v.string(),
   condition: v.nullable(v.string()),
   resources: v.array(v.string()),
+  limits: v.optional(
+    v.pipe(
+      v.array(v.object({ name: v.string(), kind: v.picklist(['count', 'spend']), max: v.number(), currency: v.nullable(v.string()), scope: v.string(), window: v.string(), mode: v.picklist(['enforce', 'monitor']) })),
+      v.description('Present when the policy carries limits (docs/budgets.md): an allow under it is also counted against these; GET /agents/{agent_id}/usage says what is left.'),
+    ),
+  ),
 })
 
 export const CapabilitiesSchema = v.pipe(

@@ -301,3 +301,11 @@ t.test('replay counts a draft limit over the logged decisions, oldest first', as
   const higher = await replay(10)
   t.same(higher.changed, { 'deny→allow': 1 }, 'a higher limit would have allowed the sixth')
 })
+
+t.test('capabilities mention the limits of the policies behind each entry', async (t) => {
+  const agent = await makeAgent('capable')
+  await policy({ name: 'Capable', agents: ['capable'], actions: ['cap.go'], limits: [{ name: 'weekly', kind: 'spend', max: 900, amount: 'int(args.cents)', currency: 'EUR', window: { type: 'week', tz: 'Asia/Tokyo' } }] })
+  const res = await app.call('GET', `/agents/${agent.agent_id}/capabilities`, { token: vars.VIEWER_KEY_A })
+  const entry = (await jsonOf(res)).capabilities.find((c: any) => c.action === 'cap.go')
+  t.same(entry.policies[0].limits, [{ name: 'weekly', kind: 'spend', max: 900, currency: 'EUR', scope: 'agent', window: 'week (Asia/Tokyo)', mode: 'enforce' }])
+})

@@ -81,7 +81,7 @@ if (!url) {
       }
       return cuts
     })()
-    const answers = await Promise.all(Array.from({ length: 400 }, (_, i) => ask(i % 2 ? a : b, 'budget.outage').catch(() => ({ status: 0, body: {} }))))
+    const answers = await Promise.all(Array.from({ length: 400 }, (_, i) => ask(i % 2 ? a : b, 'budget.outage').catch(() => ({ status: 0, body: {} as Record<string, any> }))))
     cutting = false
     const cuts = await cutter
     const statuses = [...new Set(answers.map((x) => x.status))].sort()
