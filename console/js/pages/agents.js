@@ -2,6 +2,7 @@
 // capabilities, and agent keys (the secret shown once).
 import { api, can, qs } from '../api.js'
 import { announce, badge, errorBox, field, h, put, secretBox, table, unavailable, when } from '../dom.js'
+import { renderUsage } from './agent-usage.js'
 
 export function render(main, params) {
   if (params[0]) return renderOne(main, params[0])
@@ -63,8 +64,10 @@ function renderOne(main, id) {
   const details = h('div', {}, h('p', { class: 'muted', text: 'Loading…' }))
   const capabilities = h('section', { 'aria-labelledby': 'caps-title' })
   const keys = h('section', { 'aria-labelledby': 'agent-keys-title' })
-  put(main, h('p', {}, h('a', { href: '#/agents', text: 'Back to agents' })), h('h1', { text: 'Agent' }), details, capabilities, keys)
+  const usage = h('section', { 'aria-labelledby': 'usage-title' })
+  put(main, h('p', {}, h('a', { href: '#/agents', text: 'Back to agents' })), h('h1', { text: 'Agent' }), details, capabilities, usage, keys)
   const path = `/agents/${encodeURIComponent(id)}`
+  renderUsage(usage, path)
   api('GET', path)
     .then((agent) => {
       put(
