@@ -95,9 +95,16 @@ const EnvSchema = v.object({
   ALLOW_INSECURE_HTTP: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
   WEBHOOK_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
   MCP_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  CAPTCHA_ALLOW_PRIVATE: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
+  CAPTCHA_VERIFY_TIMEOUT_MS: integer('CAPTCHA_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
+  LEAD_SPAM_RETENTION_DAYS: integer('LEAD_SPAM_RETENTION_DAYS', 30, 1, 3650),
   // The key is never echoed in a message: a mistyped one is still mostly the real one.
   SECRETS_KEY: v.optional(v.pipe(v.string(), v.check((text) => SECRETS_KEY_SHAPE.test(text.trim()), SECRETS_KEY_MESSAGE), v.transform((text) => text.trim()))),
   MCP_UPSTREAM_TIMEOUT_MS: integer('MCP_UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
+  // The bearer token that GET /metrics requires; unset: no /metrics at all. Never echoed.
+  METRICS_TOKEN: v.optional(v.pipe(v.string(), v.check((text) => /^[\x21-\x7e]{32,256}$/.test(text), 'METRICS_TOKEN must be 32 to 256 visible ASCII characters, e.g. from: openssl rand -hex 32'))),
+  OTEL_EXPORTER_OTLP_ENDPOINT: publicUrl('OTEL_EXPORTER_OTLP_ENDPOINT'),
+  OTEL_SERVICE_NAME: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]{1,100}$/, 'OTEL_SERVICE_NAME must be 1 to 100 letters, digits, dots, dashes or underscores')), 'steward'),
   MCP_APPROVAL_HOLD_SECONDS: integer('MCP_APPROVAL_HOLD_SECONDS', 50, 0, 3600),
   MCP_ALLOWED_ORIGINS: list(v.pipe(v.string(), v.check((origin) => ORIGIN.test(origin), (issue) => `MCP_ALLOWED_ORIGINS entries must be origins like https://example.com, got "${String(issue.input)}"`))),
   BODY_LIMIT_BYTES: integer('BODY_LIMIT_BYTES', 16 * 1024, 1024, 1024 * 1024),
@@ -180,6 +187,12 @@ function toConfig(env: Settings) {
     webhookAllowPrivate: env.WEBHOOK_ALLOW_PRIVATE,
     /** Upstream MCP servers may be private, loopback and other internal addresses, and plain http URLs. */
     mcpAllowPrivate: env.MCP_ALLOW_PRIVATE,
+    /** A CAPTCHA verify URL may be plain http or a private, loopback or other internal address (tests' stubs). */
+    captchaAllowPrivate: env.CAPTCHA_ALLOW_PRIVATE,
+    /** The CAPTCHA provider must answer within this many milliseconds, or it counts as down (the list's fail mode applies). */
+    captchaVerifyTimeoutMs: env.CAPTCHA_VERIFY_TIMEOUT_MS,
+    /** Days a submission kept as spam is held before the purge deletes it, unless its list sets its own. */
+    leadSpamRetentionDays: env.LEAD_SPAM_RETENTION_DAYS,
     /**
      * The key (base64url of 32 bytes) that seals secrets at rest and signs the MCP gateway's
      * request state; null: a key file in DATA_DIR, a per-process key in memory, none on PostgreSQL
@@ -188,6 +201,12 @@ function toConfig(env: Settings) {
     secretsKey: env.SECRETS_KEY ?? null,
     /** An upstream MCP server must answer within this many milliseconds, or the call is a tool error. */
     mcpUpstreamTimeoutMs: env.MCP_UPSTREAM_TIMEOUT_MS,
+    /** The bearer token GET /metrics requires (docs/observability.md); null: metrics off, no /metrics. */
+    metricsToken: env.METRICS_TOKEN ?? null,
+    /** The OTLP/HTTP collector's base URL (spans go to <it>/v1/traces); null: tracing off, nothing loaded. */
+    otelEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT ?? null,
+    /** The service.name of the spans. */
+    otelServiceName: env.OTEL_SERVICE_NAME,
     /** How long the gateway holds a 2025-era client's call while its approval is pending. */
     mcpApprovalHoldSeconds: env.MCP_APPROVAL_HOLD_SECONDS,
     /** Browser origins, besides the server's own, that may call the MCP gateway (others: 403). */

@@ -17,6 +17,8 @@ import { createMcpSurface, MCP_PATH } from './routes/mcp.ts'
 import { createProductSurface } from './routes/product.ts'
 import { createServices } from './services/index.ts'
 import { startJobs, type Jobs } from './jobs/index.ts'
+import { createMetricsSurface } from './routes/metrics.ts'
+import { createTelemetry } from './services/telemetry.ts'
 import { parseReplayRequest } from './routes/policy-replay.ts'
 import { replayDecisions } from './services/policy-replay.ts'
 import type { ProductOperations } from './cli/command.ts'
@@ -63,10 +65,12 @@ export const productOperations: ProductOperations = {
 
 /** Builds the fetch handler. Pure: no I/O and no timers until start() or a request. */
 export function createHandler(config: Config, given: HandlerDeps): Steward {
-  const deps: Deps = { ...given, passwords: given.passwords ?? passwordHasherFor(config) }
+  // Metrics and traces, when the configuration asks for them (docs/observability.md); one per handler.
+  const telemetry = given.telemetry ?? createTelemetry(config, given) ?? undefined
+  const deps: Deps = { ...given, passwords: given.passwords ?? passwordHasherFor(config), ...(telemetry ? { telemetry } : {}) }
   // The use cases, caches and hubs every door shares; the routes only parse, authorize and call them.
   const services = createServices(config, deps)
-  const leads = createLeadSurface(config, deps, { mail: services.leadMail })
+  const leads = createLeadSurface(config, deps, { mail: services.leadMail, spam: services.leadSpam })
   const product = createProductSurface(config, deps, services)
   const mcp = createMcpSurface(config, deps, services)
   // Discovery describes the other surfaces: its documents are built once from their routes. The
@@ -74,11 +78,14 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
   const discovery = createDiscoverySurface(config, [leads, product], [MCP_PATH])
   // The console is not an API: it serves files, and the discovery documents leave it out.
   const all: Surface[] = [discovery, product, leads, createConsoleSurface(config), mcp]
+  // GET /metrics, only with METRICS_TOKEN set; not in the discovery documents.
+  const metrics = createMetricsSurface(config)
+  if (metrics) all.push(metrics)
   const combined = createFetch(all, { config, deps, fallback: leads })
   let started = false
   let jobs: Jobs | null = null
   return {
-    fetch: combined.fetch,
+    fetch: telemetry ? telemetry.wrap(combined.fetch) : combined.fetch,
     refuse: combined.refuse,
     counters: combined.counters,
     leads: createFetch([leads], { config, deps, fallback: leads }),
@@ -99,6 +106,7 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
       await Promise.all(all.map((surface) => surface.close?.()))
       await services.close()
       await given.rateLimits?.close()
+      await telemetry?.close()
     },
   }
 }

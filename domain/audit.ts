@@ -42,6 +42,8 @@ export const AUDIT_EVENT_TYPES = [
   'approval.consumed',
   'settings.changed',
   'lead.created',
+  'lead.exported',
+  'lead.erased',
   'webhook.created',
   'webhook.deleted',
   'webhook.disabled',

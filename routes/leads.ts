@@ -9,9 +9,12 @@ import { HttpError } from '../http/errors.ts'
 import type { BodyDoc, OperationDoc } from '../http/pipeline.ts'
 import { json, type Reply } from '../http/reply.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit } from '../storage/leads.ts'
+import { countDuplicateLead } from '../storage/report-leads.ts'
 import type { Deps, RequestContext, Route, Surface } from './deps.ts'
 import { createRateLimiter, rateLimitHeaders, type RateLimitDecision, type RateLimiter } from '../services/ratelimit.ts'
 import type { LeadMail } from '../services/lead-mail.ts'
+import type { LeadSpam } from '../services/lead-spam.ts'
+import type { SpamListName } from '../database/lead-spam-schema.ts'
 
 const MISSING_FIELDS = 'Missing required fields'
 const INVALID_EMAIL = 'Invalid email'
@@ -117,6 +120,14 @@ function emptyToNull(value: string | undefined): string | null {
 export interface LeadHooks {
   /** Stores the lead with the mail it causes (notification, confirmation): services/lead-mail.ts. */
   readonly mail?: LeadMail
+  /** Screens a valid submission for spam before it is stored: services/lead-spam.ts. */
+  readonly spam?: LeadSpam
+}
+
+/** The same checks with unknown fields kept: the spam screen reads a honeypot and a CAPTCHA token the published schema drops. */
+function keepingUnknown<S extends v.GenericSchema>(doc: BodyDoc<S>): BodyDoc<S> {
+  const object = (doc.schema as unknown as { pipe: [v.ObjectSchema<v.ObjectEntries, string>] }).pipe[0]
+  return { ...doc, schema: v.looseObject(object.entries, object.message) as unknown as S }
 }
 
 export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'> = {}, hooks: LeadHooks = {}): Surface {
@@ -145,13 +156,23 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
    * whether the lead was new (200) or its email already registered (409). Not an async function:
    * a 429 needs no waiting and is answered at once (docs/architecture.md).
    */
-  function leadForm<S extends v.GenericSchema>(doc: BodyDoc<S>, store: (lead: v.InferOutput<S>, ctx: RequestContext) => Promise<boolean>) {
+  function leadForm<S extends v.GenericSchema>(doc: BodyDoc<S>, store: (lead: v.InferOutput<S>, ctx: RequestContext) => Promise<boolean>, form: { list: SpamListName; via: string }) {
+    const spam = hooks.spam
+    const reader = spam ? keepingUnknown(doc) : doc
     return (request: IRequest, ctx: RequestContext): HttpError | Promise<Reply | HttpError> => {
       const decision = throttle(ctx)
       if (decision instanceof HttpError) return decision
-      return readInputOrRefusal(request, ctx, doc).then((lead) => {
+      return readInputOrRefusal(request, ctx, reader).then((lead) => {
         if (lead instanceof HttpError) return lead
-        return store(lead, ctx).then((stored) => json(stored ? 200 : 409, stored ? OK : ALREADY, rateLimitHeaders('leads', limiter.rule, decision)))
+        const answer = (stored: boolean) => json(stored ? 200 : 409, stored ? OK : ALREADY, rateLimitHeaders('leads', limiter.rule, decision))
+        // A duplicate refused is counted for the leads report; the counter never costs the answer.
+        const saved = () =>
+          store(lead, ctx).then((stored) => (stored ? answer(true) : countDuplicateLead(ctx.deps.db, form.list, new Date(ctx.now)).catch(() => undefined).then(() => answer(false))))
+        if (!spam) return saved()
+        // Spam answers exactly as a stored lead would: 200, or 409 when the email is registered.
+        return spam.screen(ctx.deps.db, form.list, form.via, lead as Record<string, unknown>, new Date(ctx.now), ctx.clientAddress).then((screened) =>
+          screened instanceof HttpError ? screened : screened.kind === 'spam' ? answer(!screened.registered) : saved(),
+        )
       })
     }
   }
@@ -170,7 +191,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
     return hooks.mail
       ? hooks.mail.storeDemoRequest(request, new Date(ctx.now), leadAudit(ctx))
       : insertDemoRequestUnlessRegistered(ctx.deps.db, request, new Date(ctx.now), leadAudit(ctx))
-  })
+  }, { list: 'demo-requests', via: '/demo-request' })
 
   const subscribe = (via: string) =>
     leadForm(newsletterBody, (lead, ctx) => {
@@ -178,7 +199,7 @@ export function createLeadSurface(config: Config, deps: Pick<Deps, 'rateLimits'>
       return hooks.mail
         ? hooks.mail.storeSubscription(subscription, new Date(ctx.now), leadAudit(ctx), ctx.clientAddress)
         : insertSubscriptionUnlessRegistered(ctx.deps.db, subscription, new Date(ctx.now), leadAudit(ctx))
-    })
+    }, { list: 'newsletter', via })
 
   const routes: Route[] = [
     { method: 'POST', path: '/demo-request', handler: createDemoRequest, doc: leadDoc('createDemoRequest', 'Request a product demo', demoBody) },

@@ -19,6 +19,8 @@ import { healthRoutes } from './health.ts'
 import { invitationRoutes } from './invitations.ts'
 import { keyRoutes } from './keys.ts'
 import { leadListRoutes } from './lead-lists.ts'
+import { leadPeopleRoutes } from './lead-people.ts'
+import { leadSpamRoutes } from './lead-spam.ts'
 import { leadLinkRoutes } from './lead-links.ts'
 import { leadSettingsRoutes } from './lead-settings.ts'
 import { mcpServerRoutes } from './mcp-servers.ts'
@@ -26,7 +28,6 @@ import { memberRoutes } from './members.ts'
 import { organizationRoutes } from './organization.ts'
 import { policyRoutes } from './policies.ts'
 import { policyReplayRoutes } from './policy-replay.ts'
-import { policySetRoutes } from './policy-sets.ts'
 import { policySetRoutes } from './policy-sets.ts'
 import { policyVersionRoutes } from './policy-versions.ts'
 import { reportRoutes } from './reports.ts'
@@ -44,7 +45,6 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
       ...authRoutes(config.loginRateLimit, credentials, passwords),
       ...policyReplayRoutes(guard),
       ...policySetRoutes(guard),
-      ...policySetRoutes(guard),
       ...policyRoutes(guard),
       ...policyVersionRoutes(guard),
       ...organizationRoutes(guard),
@@ -57,6 +57,8 @@ export function createProductSurface(config: Config, deps: Deps, services: Servi
       ...toolhiveRoutes(services),
       ...leadListRoutes(guard, services.leadMail),
       ...leadSettingsRoutes(guard, services.leadMail),
+      ...leadSpamRoutes(guard, services.leadSpam),
+      ...leadPeopleRoutes(guard, services.secrets),
       ...leadLinkRoutes(services.leadMail),
       ...approvalRoutes(guard, services.approvals),
       ...auditVerifyRoutes(guard),

@@ -9,10 +9,12 @@ import { createDecisionWriter, type DecisionWriter } from './decision-writer.ts'
 import type { Deps } from './deps.ts'
 import { isPostgresUrl } from '../domain/database-url.ts'
 import { createLeadMail, type LeadMail } from './lead-mail.ts'
+import { createLeadSpam, type LeadSpam } from './lead-spam.ts'
 import { createMcpServerService, type McpServerService } from './mcp-servers.ts'
 import { createSecrets, type Secrets } from './secrets.ts'
 import { createPolicySetCache, type PolicySetCache } from './policyset-cache.ts'
 import { createRateLimiter, type RateLimiter } from './ratelimit.ts'
+import { observedApprovals, observedDecisions } from './telemetry-observe.ts'
 
 /** A limiter whose name its answers' RateLimit headers carry. */
 export type NamedLimiter = RateLimiter & { readonly name: string }
@@ -32,6 +34,8 @@ export interface Services {
   readonly mcpServers: McpServerService
   /** Lead notifications, double opt-in and unsubscribe (docs/leads.md); its outbox job sends. */
   readonly leadMail: LeadMail
+  /** The lead forms' spam screen (honeypot, CAPTCHA) and its settings' secrets (docs/leads.md). */
+  readonly leadSpam: LeadSpam
   /** Subscribes the credential and approval feeds (PostgreSQL) and the credential cache's timers. */
   start(): void
   /** Writes what is queued, then ends the feeds and wakes every waiter. */
@@ -42,8 +46,8 @@ export function createServices(config: Config, deps: Deps): Services {
   const credentials = createCredentials(config, deps)
   const sets = createPolicySetCache(deps.db)
   const writer = createDecisionWriter(deps.db, deps.clock)
-  const approvals = createApprovalHub(config, deps)
-  const decisions = createDecisionService({ db: deps.db, clock: deps.clock, logger: deps.logger, config, sets, writer })
+  const approvals = observedApprovals(createApprovalHub(config, deps), deps.telemetry)
+  const decisions = observedDecisions(createDecisionService({ db: deps.db, clock: deps.clock, logger: deps.logger, config, sets, writer }), deps.telemetry)
   const secrets = createSecrets(config)
   const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
   const mcpServers = createMcpServerService({ db: deps.db, logger: deps.logger, clock: deps.clock, config, secrets, listenUrl })
@@ -59,6 +63,7 @@ export function createServices(config: Config, deps: Deps): Services {
     secrets,
     mcpServers,
     leadMail,
+    leadSpam: createLeadSpam(config, deps.logger, secrets),
     start() {
       credentials.start()
       approvals.start()

@@ -9,7 +9,7 @@ import { forbiddenAddress, isIpLiteral } from '../domain/webhooks.ts'
 /** Whether internal targets are allowed, and the setting that allows them (named in refusals). */
 export interface OutboundPolicy {
   readonly allowPrivate: boolean
-  readonly setting: 'WEBHOOK_ALLOW_PRIVATE' | 'MCP_ALLOW_PRIVATE'
+  readonly setting: 'WEBHOOK_ALLOW_PRIVATE' | 'MCP_ALLOW_PRIVATE' | 'CAPTCHA_ALLOW_PRIVATE'
 }
 
 /** The error code of a connection the guarded lookup refused. */

@@ -39,7 +39,10 @@ t.test('each route validates with the schema and media types it publishes', asyn
     policy_id: app.vars.POLICY_A!,
     agent_id: agent.agent_id,
     invitation_id: crypto.randomUUID(),
+    list: 'newsletter',
   }
+  // The lead routes answer only the organization that holds the leads (the oldest): make it A.
+  await app.db.updateTable('organizations').set({ created_at: new Date(app.clock.now + 1000) }).where('id', '=', app.vars.ORG_B!).execute()
   const surfaces = [createLeadSurface(app.config), createProductSurface(app.config, { db: app.db, clock: app.clock.read, logger: { log() {} } } as never)]
   let checked = 0
   for (const route of surfaces.flatMap((surface) => surface.routes)) {
