@@ -4,6 +4,7 @@
 import { api, qs } from '../api.js'
 import { errorBox, field, h, put, table, when } from '../dom.js'
 import { renderLeadMail } from './leads-mail.js'
+import { renderLeadSpam } from './leads-spam.js'
 
 const LISTS = {
   demo: { path: '/leads/demo-requests', title: 'Demo requests', columns: ['received_at', 'email', 'first_name', 'last_name', 'company', 'linkedin', 'phone', 'source', 'analytics_distinct_id'] },
@@ -26,6 +27,7 @@ export function render(main) {
   const form = h('form', { method: 'post', class: 'filters', role: 'search', 'aria-label': 'Search leads' }, field('List', list), field('Search', search), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Search' })), h('div', { class: 'field' }, exportButton))
   put(main, h('h1', { text: 'Leads' }), form, message, results, more)
   renderLeadMail(main)
+  renderLeadSpam(main)
   let rows = []
 
   async function load(cursor) {
