@@ -8,11 +8,11 @@
 // One line per combination, then "N passed, N failed"; exit 1 on any failure. Plain JavaScript
 // run through tsx, which loads the TypeScript it imports: ci/ sits beside the product's floors,
 // not among them.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseScriptArgs } from '../cli/command.ts'
-import { createScratchDatabase, hasSeed, reachable, RUNTIMES, startServer, tsx } from '../bench/lib.ts'
+import { createScratchDatabase, hasSeed, reachable, run, runtimeCommand, RUNTIMES, startServer, tsx } from '../bench/lib.ts'
 
 // Strict: a mistyped option fails instead of silently running the whole matrix.
 const values = parseScriptArgs({ runtimes: { type: 'string' }, databases: { type: 'string' } })
@@ -62,6 +62,8 @@ async function combination(runtime, database) {
     server = await startServer(runtime, { ...env, ...LIMITS })
     const replay = await tsx('fixtures/replay.ts', ['--url', server.url, ...replayArgs], {}, 180_000)
     const summary = /(\d+) passed, (\d+) failed/.exec(replay.output)
+    // The TypeScript client, on this same runtime, against this server (clients/typescript).
+    const client = replayArgs.length > 0 ? await clientFixture(runtime, server.url, replayArgs[1]) : null
     const stopped = await server.stop()
     const ms = Date.now() - started
     const problems = []
@@ -70,9 +72,10 @@ async function combination(runtime, database) {
       const failures = lines.filter((l) => l.startsWith('not ok')).slice(0, 3).map((l) => l.slice(0, 220))
       problems.push(`replay ${lines.at(-1)}: ${failures.join(' | ')}`)
     }
+    if (client && (client.code !== 0 || !client.output.includes('client fixture ok'))) problems.push(`TypeScript client: ${client.output.trim().slice(-400)}`)
     if (stopped.code !== 0) problems.push(`SIGTERM exit: code ${stopped.code}, signal ${stopped.signal} after ${stopped.ms} ms\n${server.output().slice(-800)}`)
     if (problems.length > 0) return problems.join('; ')
-    console.log(`ok - ${runtime} + ${database}: fixtures ${summary?.[1]} passed, ${summary?.[2]} failed; SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)
+    console.log(`ok - ${runtime} + ${database}: fixtures ${summary?.[1]} passed, ${summary?.[2]} failed; ${client ? 'TypeScript client ok; ' : ''}SIGTERM exit 0 in ${stopped.ms} ms; ${(ms / 1000).toFixed(1)} s`)
     return null
   } catch (error) {
     return error instanceof Error ? error.message : String(error)
@@ -81,6 +84,18 @@ async function combination(runtime, database) {
     await scratch?.drop().catch((e) => console.log(`# could not drop ${scratch.name}: ${e.message}`))
     rmSync(work, { recursive: true, force: true })
   }
+}
+
+/**
+ * clients/typescript/test/runtime-fixture.ts on `runtime` with the seeded Manager key.
+ * @param {import('../bench/lib.ts').Runtime} runtime
+ * @param {string} url
+ * @param {string} varsFile
+ */
+async function clientFixture(runtime, url, varsFile) {
+  const vars = JSON.parse(readFileSync(varsFile, 'utf8'))
+  const [cmd, args] = runtimeCommand(runtime, 'clients/typescript/test/runtime-fixture.ts')
+  return run(cmd, args, { STEWARD_BASE_URL: url, STEWARD_API_KEY: vars.MANAGER_KEY_A }, 60_000)
 }
 
 for (const database of databases) {
