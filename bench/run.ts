@@ -9,6 +9,7 @@
 //   audit      bench/audit.ts          what the audit event costs a policy or key create
 //   approvals  bench/approvals.ts      approval wake-up latency, held waiters
 //   startup    bench/startup.ts        time to the first /health 200 and memory
+//   reports    bench/reports.ts        the decisions-over-time report on 1,000,000 logged decisions, PostgreSQL
 // BENCH_ONLY=pipeline,decisions (any of the names) runs those alone and prints them; they are
 // written only to BENCH_OUT (a file name under bench/) if set, never to RESULTS.md.
 // BENCH_SECONDS and BENCH_ROUNDS shorten or lengthen the throughput windows of the first three.
@@ -20,7 +21,7 @@ import os from 'node:os'
 import { createScratchDatabase, findPostgres, ROOT, tsx } from './lib.ts'
 import { measureStartup, startupMarkdown } from './startup.ts'
 
-const SECTIONS = ['pipeline', 'decisions', 'mcp', 'engine', 'replay', 'audit', 'approvals', 'startup'] as const
+const SECTIONS = ['pipeline', 'decisions', 'mcp', 'engine', 'replay', 'audit', 'approvals', 'reports', 'startup'] as const
 type Section = (typeof SECTIONS)[number]
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean) ?? null
 for (const name of only ?? []) {
@@ -73,6 +74,13 @@ const run: Record<Section, () => Promise<string>> = {
   replay: () => onBothDatabases('Replay of 100,000 logged decisions through the database (bench/replay.ts; goal ≤ 5 s)', 'bench/replay.ts', ['--runs', '2'], 300_000),
   audit: () => onBothDatabases('Audit writing: policy and key create with and without the event (bench/audit.ts)', 'bench/audit.ts', [], 600_000),
   approvals: () => script('Approvals', 'bench/approvals.ts', [], { BENCH_QUIET: '1', TRIALS: process.env.TRIALS ?? '100', ...postgres }, 900_000),
+  reports: () =>
+    withScratch(async (url) => {
+      const title = 'Reports: decisions over time on 1,000,000 logged decisions, PostgreSQL (bench/reports.ts; goal ≤ 200 ms)'
+      if (!url) return `## ${title}\n\nNo PostgreSQL answered: not measured.`
+      const out = await script(title, 'bench/reports.ts', [], { DATABASE_URL: url }, 900_000)
+      return out.startsWith('## ') ? out : `## ${title}\n\n${out}`
+    }),
   startup: async () => {
     log('startup: bench/startup.ts')
     // Two starts per row, not three: the section is the longest of the run.

@@ -40,7 +40,7 @@ export function factsOf(dimensions: readonly Dimension[]): RawBuilder<unknown> {
 /** Rows of the log rolled up per chunk: bounds one statement's work (PGlite runs it on this thread). */
 export const ROLLUP_CHUNK_ROWS = 20_000
 
-/** Rolls up one chunk of the organization's unrolled decisions. False when it was up to date. */
+/** Rolls up one chunk of the organization's unrolled decisions. True when more rows may remain (the chunk was cut). */
 export async function rollUpChunk(db: Kysely<Database>, organizationId: string, chunkRows = ROLLUP_CHUNK_ROWS): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     await sql`insert into decision_rollup_state (organization_id, xid_upto) values (${organizationId}, 0) on conflict (organization_id) do nothing`.execute(trx)
@@ -51,7 +51,8 @@ export async function rollUpChunk(db: Kysely<Database>, organizationId: string, 
     // Whole transactions: the chunk ends at the xid of the row after the first chunkRows.
     const cut = await sql<{ x: string }>`select xid::text as x from decisions
       where organization_id = ${organizationId} and xid >= ${mark} and xid < ${xmin} order by xid offset ${chunkRows} limit 1`.execute(trx)
-    let upto = cut.rows[0]?.x ?? xmin
+    const cutAt = cut.rows[0]?.x ?? null
+    let upto = cutAt ?? xmin
     if (upto === mark) upto = String(BigInt(mark) + 1n)
     await sql`insert into decision_rollup (organization_id, dimension, hour, key, decision, count)
       select ${organizationId}, x.dimension, date_trunc('hour', d.evaluated_at at time zone 'UTC') at time zone 'UTC', x.key, x.decision, count(*)
@@ -60,7 +61,9 @@ export async function rollUpChunk(db: Kysely<Database>, organizationId: string, 
       group by 2, 3, 4, 5
       on conflict (organization_id, dimension, hour, key, decision) do update set count = decision_rollup.count + excluded.count`.execute(trx)
     await sql`update decision_rollup_state set xid_upto = ${upto} where organization_id = ${organizationId}`.execute(trx)
-    return true
+    // Not cut: every row below xmin is counted. (xmin moves with every transaction of the server,
+    // other databases' included: chasing it would never end.)
+    return cutAt !== null
   })
 }
 
