@@ -60,7 +60,9 @@ function explore(svg, marks, items, readout, hint) {
     const moves = { ArrowRight: index + 1, ArrowDown: index + 1, ArrowLeft: index - 1, ArrowUp: index - 1, Home: 0, End: items.length - 1 }
     if (!(event.key in moves)) return
     event.preventDefault()
-    select(index < 0 ? 0 : moves[event.key])
+    // The first key pressed starts at an end: the last column for End or a step back, else the first.
+    if (index < 0) select(['End', 'ArrowLeft', 'ArrowUp'].includes(event.key) ? items.length - 1 : 0)
+    else select(moves[event.key])
   })
   svg.addEventListener('focus', () => {
     if (index < 0) readout.textContent = hint
@@ -68,12 +70,12 @@ function explore(svg, marks, items, readout, hint) {
   marks.forEach((mark, i) => mark.addEventListener('pointerenter', () => select(i)))
 }
 
-function frame(title, description) {
+function frame(title, description, width = WIDTH) {
   const titleId = uid('chart-title')
   const descId = uid('chart-desc')
   const svg = s(
     'svg',
-    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-labelledby': `${titleId} ${descId}`, tabindex: '0', class: 'chart-svg' },
+    { viewBox: `0 0 ${width} ${HEIGHT}`, role: 'img', 'aria-labelledby': `${titleId} ${descId}`, tabindex: '0', class: 'chart-svg' },
     s('title', { id: titleId }, title),
     s('desc', { id: descId }, description),
   )
@@ -92,9 +94,9 @@ export function stackedColumns({ title, description, buckets, series, noun = 'de
   const plotW = WIDTH - PAD.left - PAD.right
   const plotH = HEIGHT - PAD.top - PAD.bottom
   const y = (n) => PAD.top + plotH - (n / max) * plotH
-  for (const tick of [0, 0.25, 0.5, 0.75, 1]) {
-    const value = max * tick
-    if (!Number.isInteger(value)) continue
+  // Whole-number gridlines, about four of them.
+  const tickStep = Math.max(1, niceCeiling(max / 4))
+  for (let value = 0; value <= max; value += tickStep) {
     svg.append(s('line', { class: 'grid', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }), s('text', { class: 'axis', x: PAD.left - 6, y: y(value) + 4, 'text-anchor': 'end' }, formatNumber(value)))
   }
   const step = plotW / Math.max(1, buckets.length)
@@ -124,20 +126,22 @@ export function stackedColumns({ title, description, buckets, series, noun = 'de
 
 /** Horizontal bars, longest first as given: `rows` are [{ label, value, key? }]. */
 export function bars({ title, description, rows, unit = '', labelHeader = 'Name', valueText = (n) => formatNumber(n) }) {
+  // Narrower than the columns: bar charts sit side by side, and their text should stay readable.
+  const width = 440
   const rowH = 28
   const height = PAD.top + rows.length * rowH + 4
-  const labelW = 200
+  const labelW = 170
   const max = Math.max(1, ...rows.map((r) => r.value))
-  const { svg, readout } = frame(title, description)
-  svg.setAttribute('viewBox', `0 0 ${WIDTH} ${height}`)
-  const plotW = WIDTH - labelW - 90
+  const { svg, readout } = frame(title, description, width)
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`)
+  const plotW = width - labelW - 60
   const marks = rows.map((row, i) => {
     const y = PAD.top + i * rowH
-    const text = row.label.length > 28 ? `${row.label.slice(0, 27)}…` : row.label
+    const text = row.label.length > 22 ? `${row.label.slice(0, 21)}…` : row.label
     const g = s(
       'g',
       { class: 'column' },
-      s('rect', { class: 'hit', x: 0, y, width: WIDTH, height: rowH }),
+      s('rect', { class: 'hit', x: 0, y, width, height: rowH }),
       s('text', { class: 'label', x: labelW - 8, y: y + 18, 'text-anchor': 'end' }, text),
       s('rect', { class: `bar ${row.key ? `s-${row.key}` : 's-default'}`, x: labelW, y: y + 5, width: Math.max(row.value > 0 ? 2 : 0, (row.value / max) * plotW), height: rowH - 10 }),
       s('text', { class: 'value', x: labelW + (row.value / max) * plotW + 6, y: y + 18 }, valueText(row.value)),

@@ -156,6 +156,6 @@ function leadsPart(report) {
   const sources = (report.per_source ?? []).map((s) => ({ label: s.source ?? '(no source)', value: s.count }))
   const total = sources.reduce((sum, s) => sum + s.value, 0)
   if (total === 0) return h('p', { class: 'muted', text: 'No leads in this period.' })
-  const summary = `${formatNumber(total)} lead${total === 1 ? '' : 's'}: ${sources.map((s) => `${s.label} ${formatNumber(s.value)}`).join(', ')}${report.duplicates_refused ? `; ${formatNumber(report.duplicates_refused)} duplicates refused` : ''}.`
+  const summary = `${formatNumber(total)} lead${total === 1 ? '' : 's'}: ${sources.map((s) => `${s.label} ${formatNumber(s.value)}`).join(', ')}${report.duplicates_refused ? `; ${formatNumber(report.duplicates_refused)} duplicate${report.duplicates_refused === 1 ? '' : 's'} refused` : ''}.`
   return [h('p', { class: 'chart-summary', text: summary }), bars({ title: 'Leads by source', description: summary, rows: sources, labelHeader: 'Source', unit: 'leads' })]
 }

@@ -11,7 +11,7 @@ const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC
 
 /** A section to place on the policy's page; it fills itself in (or says why it cannot). */
 export function policyHits(policyId) {
-  const holder = h('section', { class: 'panel', 'aria-labelledby': 'hits-title' }, h('h2', { id: 'hits-title', text: 'Hits over time' }), h('p', { class: 'muted', text: 'Loading…' }))
+  const holder = h('section', { class: 'panel overview-part', 'aria-labelledby': 'hits-title' }, h('h2', { id: 'hits-title', text: 'Hits over time' }), h('p', { class: 'muted', text: 'Loading…' }))
   void load(policyId, holder)
   return holder
 }
