@@ -13,7 +13,7 @@ import { LEAD_LIST_NAMES, MAX_CONFIRM_TTL_SECONDS, MAX_NOTIFY_ADDRESSES, MIN_CON
 import type { Principal } from '../services/credentials.ts'
 import type { LeadMail } from '../services/lead-mail.ts'
 import { listOutbox, type ListSettings, type OutboxEntry } from '../storage/lead-mail.ts'
-import { protectedErrors, type Guard } from './access.ts'
+import { auditBy, protectedErrors, type Guard } from './access.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseValue } from './input.ts'
 import { assertHoldsLeads } from './lead-lists.ts'
@@ -157,7 +157,7 @@ export function leadSettingsRoutes(guard: Guard, mail: LeadMail): Route[] {
     if (principal.role !== 'owner') throw new HttpError(403, ONLY_OWNERS_LISTS)
     const changes = await readInput(request, ctx, updateBody)
     if (Object.keys(changes).length === 0) throw new HttpError(400, NOTHING_TO_CHANGE)
-    const saved = await mail.changeSettings(list, changes, new Date(ctx.now), principal.subject)
+    const saved = await mail.changeSettings(list, changes, new Date(ctx.now), { ...auditBy(ctx, principal), organizationId: principal.organizationId, creator: principal.subject })
     return json(200, settingsToJson(saved))
   }
 

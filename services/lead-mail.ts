@@ -11,6 +11,7 @@ import { CONFIRMATION_RESEND_MS } from '../domain/lead-mail.ts'
 import { normalizeEmail } from '../domain/email.ts'
 import type { Logger } from '../log.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit, type NewDemoRequest, type NewSubscription } from '../storage/leads.ts'
+import type { AuditBy } from '../storage/audit.ts'
 import { queueMail, readListSettings, saveListSettings, type ListSettings, type ListSettingsChange, type NewMail } from '../storage/lead-mail.ts'
 import { claimResend, confirmSubscription, insertPendingSubscription, leadIdOf, unsubscribeLead, type SubscriptionRow } from '../storage/lead-subscriptions.ts'
 import { createLeadLinks, type LeadLinks } from './lead-links.ts'
@@ -37,7 +38,8 @@ export interface LeadMail {
   /** The one-click unsubscribe URL of newsletter lead `leadId`; null without a secrets key. */
   unsubscribeUrl(leadId: number): string | null
   settings(list: LeadListName): Promise<ListSettings>
-  changeSettings(list: LeadListName, change: ListSettingsChange, at: Date, by: string): Promise<ListSettings>
+  /** Changes a list's settings, recording a `settings.changed` event in `by`'s organization. */
+  changeSettings(list: LeadListName, change: ListSettingsChange, at: Date, by: AuditBy & { organizationId: string; creator: string }): Promise<ListSettings>
   /** Calls `listener` whenever mail is queued (the outbox job wakes at once instead of at its next poll). */
   onQueued(listener: () => void): void
   close(): void

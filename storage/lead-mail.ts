@@ -3,6 +3,7 @@ import { sql, type Kysely, type Selectable } from 'kysely'
 import type { Database } from '../database/schema.ts'
 import type { LeadListName, LeadListSettingsTable, LeadMailKind, LeadMailOutboxTable } from '../database/lead-mail-schema.ts'
 import { DEFAULT_CONFIRM_TTL_SECONDS } from '../domain/lead-mail.ts'
+import { eventBy, recordEvent, type AuditBy } from './audit.ts'
 
 export interface ListSettings {
   list: LeadListName
@@ -37,8 +38,19 @@ export async function readListSettings(db: Kysely<Database>, list: LeadListName)
 
 export type ListSettingsChange = Partial<Pick<ListSettings, 'notify' | 'double_opt_in' | 'consent_text' | 'consent_version' | 'confirm_ttl_seconds'>>
 
-/** Applies `change` over the current settings (one statement: concurrent changes never lose a field). */
-export async function saveListSettings(db: Kysely<Database>, list: LeadListName, change: ListSettingsChange, at: Date, by: string): Promise<ListSettings> {
+/**
+ * Applies `change` over the current settings (one upsert: concurrent changes never lose a field)
+ * with its `settings.changed` event (the fields changed, never their values: addresses), atomically.
+ */
+export async function saveListSettings(db: Kysely<Database>, list: LeadListName, change: ListSettingsChange, at: Date, by: AuditBy & { organizationId: string; creator: string }): Promise<ListSettings> {
+  return db.transaction().execute(async (trx) => {
+    const saved = await upsertListSettings(trx, list, change, at, by.creator)
+    await recordEvent(trx, eventBy(by, by.organizationId, 'settings.changed', { type: 'lead_list', id: list }, { changed: Object.keys(change).sort(), setting: 'mail' }, at))
+    return saved
+  })
+}
+
+async function upsertListSettings(db: Kysely<Database>, list: LeadListName, change: ListSettingsChange, at: Date, by: string): Promise<ListSettings> {
   const current = settingsOf(list, undefined)
   const values = {
     list,

@@ -87,6 +87,11 @@ t.test('list settings: defaults, Owners change them, Admins read them, bad input
   const partly = await jsonOf(await app.call('PATCH', '/leads/lists/newsletter', { token: keys.owner, json: { confirm_ttl_seconds: 3600 } }))
   t.same([partly.double_opt_in, partly.consent_version, partly.confirm_ttl_seconds], [true, '2026-12', 3600], 'only the fields given change')
   t.same(await jsonOf(await app.call('GET', '/leads/lists/newsletter', { token: keys.admin })), partly)
+  const events = await app.db.selectFrom('audit_events').select(['type', 'target_type', 'target_id', 'data']).where('target_type', '=', 'lead_list').orderBy('event_id').execute()
+  t.same(events, [
+    { type: 'settings.changed', target_type: 'lead_list', target_id: 'newsletter', data: { changed: ['consent_text', 'consent_version', 'double_opt_in'], setting: 'mail' } },
+    { type: 'settings.changed', target_type: 'lead_list', target_id: 'newsletter', data: { changed: ['confirm_ttl_seconds'], setting: 'mail' } },
+  ], 'each change is audited, naming the fields, never their values')
 })
 
 t.test('a demo request is emailed to the notification addresses: every field, Reply-To the requester', async (t) => {
