@@ -4,18 +4,20 @@
 import { api, can, currentSession, qs } from '../api.js'
 import { announce, badge, errorBox, field, h, put, splitList, table, unavailable, when } from '../dom.js'
 import { policyHits } from './policy-hits.js'
+import { renderPolicyCode } from './policies-code.js'
 
 const org = () => currentSession().organizationId
 
 export function render(main, params) {
   if (params[0] === 'new') return renderEditor(main, null)
+  if (params[0] === 'code') return renderPolicyCode(main)
   if (params[0]) return renderEditor(main, params[0])
   const results = h('div', {}, h('p', { class: 'muted', text: 'Loading…' }))
   const more = h('div', { class: 'actions' })
   put(
     main,
     h('h1', { text: 'Policies' }),
-    can('manager') ? h('p', {}, h('a', { class: 'button primary', href: '#/policies/new', text: 'New policy' })) : null,
+    can('manager') ? h('p', {}, h('a', { class: 'button primary', href: '#/policies/new', text: 'New policy' }), ' ', h('a', { class: 'button', href: '#/policies/code', text: 'Policies as code' })) : null,
     results,
     more,
   )
