@@ -168,8 +168,23 @@ function instantOf(tz: string, y: number, m: number, d: number, h = 0): number {
   return wall - offsetAt(first, tz)
 }
 
+/** The last calendar span computed per window type and zone: most decisions fall in it again. */
+const spans = new Map<string, WindowSpan>()
+
 /** The window of `window` holding `now` (milliseconds since the epoch). */
 export function windowAt(window: LimitWindow, now: number): WindowSpan {
+  if (window.type === 'all_time' || window.type === 'per_call') return { start: 0, end: null }
+  if (window.type === 'rolling') return { start: now - (window.seconds ?? 0) * 1000, end: null }
+  const id = `${window.type}@${window.tz ?? 'UTC'}`
+  const known = spans.get(id)
+  if (known && known.start <= now && now < known.end!) return known
+  const span = calendarSpan(window, now)
+  if (spans.size > 1000) spans.clear()
+  spans.set(id, span)
+  return span
+}
+
+function calendarSpan(window: LimitWindow, now: number): WindowSpan {
   const tz = window.tz ?? 'UTC'
   switch (window.type) {
     case 'all_time':

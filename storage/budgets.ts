@@ -7,6 +7,7 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely'
 import { addTo, currentOf, releaseFrom, resetsAt, slotOf, type CounterState, type LimitInput, type LimitWindow } from '../engine/index.ts'
 import { BY_SYSTEM, eventBy, recordEvents, type AuditEventInput } from './audit.ts'
+import { preparedText } from '../database/prepared.ts'
 import type { Database } from '../database/schema.ts'
 
 type Db = Kysely<Database> | Transaction<Database>
@@ -72,6 +73,48 @@ async function lockCounters(trx: Transaction<Database>, reservations: readonly R
   const unique = new Map<string, Reservation>()
   for (const r of reservations) unique.set(idOf(r.organization_id, r.counter_key), r)
   const sorted = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r)
+  // Counters that exist (the usual case): locked by a plain select … for update, which writes no
+  // new row version; the missing ones are created by the upsert below, which locks them too.
+  const out = new Map<string, Locked>()
+  for (const [organizationId, keys] of byOrganization(sorted)) {
+    const existing = await trx.executeQuery<Record<string, unknown>>(CompiledQuery.raw(SELECT_TEXT, [organizationId, keys]))
+    for (const row of existing.rows) keep(out, unique, row)
+  }
+  const missing = sorted.filter((r) => !out.has(idOf(r.organization_id, r.counter_key)))
+  if (missing.length === 0) return out
+  for (const row of (await upsertCounters(trx, missing, now)).rows) keep(out, unique, row)
+  return out
+}
+
+/** Counter keys by organization (a batch is nearly always one organization's). */
+function byOrganization(items: readonly { organization_id: string; counter_key: string }[]): Map<string, string[]> {
+  const out = new Map<string, string[]>()
+  for (const item of items) {
+    const keys = out.get(item.organization_id)
+    if (keys) keys.push(item.counter_key)
+    else out.set(item.organization_id, [item.counter_key])
+  }
+  return out
+}
+
+// One text whatever the number of counters (arrays, not a list of values): planned once.
+const SELECT_TEXT = preparedText(
+  'select organization_id, counter_key, window_start, used, buckets, reached_at from budget_counters ' +
+    'where organization_id = $1::uuid and counter_key = any($2::text[]) order by counter_key for update',
+)
+
+function keep(out: Map<string, Locked>, unique: ReadonlyMap<string, Reservation>, row: Record<string, unknown>): void {
+  const id = idOf(row.organization_id as string, row.counter_key as string)
+  out.set(id, {
+    organization_id: row.organization_id as string,
+    counter_key: row.counter_key as string,
+    window: unique.get(id)!.limit.window,
+    stored: { window_start: ms(row.window_start), used: Number(row.used), buckets: (parse(row.buckets) as Record<string, number> | null) ?? null },
+    reached_at: row.reached_at === null || row.reached_at === undefined ? null : ms(row.reached_at),
+  })
+}
+
+async function upsertCounters(trx: Transaction<Database>, sorted: readonly Reservation[], now: Date) {
   const values: unknown[] = []
   const tuples = sorted.map((r, row) => {
     values.push(r.organization_id, r.counter_key, r.policy_id, r.limit.name, r.agent_id, r.resource, JSON.stringify(r.limit.window), now.toISOString())
@@ -82,19 +125,7 @@ async function lockCounters(trx: Transaction<Database>, reservations: readonly R
     'insert into budget_counters (organization_id, counter_key, policy_id, limit_name, agent_id, resource, limit_window, window_start, used, buckets, reached_at, updated_at) ' +
     `values ${tuples.join(', ')} on conflict (organization_id, counter_key) do update set updated_at = budget_counters.updated_at ` +
     'returning organization_id, counter_key, window_start, used, buckets, reached_at'
-  const { rows } = await trx.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, values))
-  const out = new Map<string, Locked>()
-  for (const row of rows) {
-    const id = idOf(row.organization_id as string, row.counter_key as string)
-    out.set(id, {
-      organization_id: row.organization_id as string,
-      counter_key: row.counter_key as string,
-      window: unique.get(id)!.limit.window,
-      stored: { window_start: ms(row.window_start), used: Number(row.used), buckets: (parse(row.buckets) as Record<string, number> | null) ?? null },
-      reached_at: row.reached_at === null || row.reached_at === undefined ? null : ms(row.reached_at),
-    })
-  }
-  return out
+  return trx.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, values))
 }
 
 /**
@@ -196,19 +227,33 @@ function reachedEvent(r: Reservation, state: CounterState, window: LimitWindow, 
   )
 }
 
+const UPDATE_TEXT = preparedText(
+  'update budget_counters c set window_start = v.ws::timestamptz, used = v.used::bigint, buckets = v.b::jsonb, reached_at = v.r::timestamptz, limit_window = v.w::jsonb, updated_at = $8::timestamptz ' +
+    'from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) as v(k, ws, used, b, r, w) where c.organization_id = $1::uuid and c.counter_key = v.k',
+)
+
 async function writeCounters(trx: Transaction<Database>, writes: readonly { counter: Locked; state: CounterState; reached_at: number | null }[], at: Date): Promise<void> {
-  if (writes.length === 0) return
-  const values: unknown[] = []
-  const tuples = writes.map(({ counter, state, reached_at }, row) => {
-    values.push(counter.organization_id, counter.counter_key, new Date(state.window_start).toISOString(), state.used, state.buckets === null ? null : JSON.stringify(state.buckets), reached_at === null ? null : new Date(reached_at).toISOString(), JSON.stringify(counter.window))
-    const p = (column: number) => `$${row * 7 + column + 1}`
-    return `(${p(0)}::uuid, ${p(1)}::text, ${p(2)}::timestamptz, ${p(3)}::bigint, ${p(4)}::jsonb, ${p(5)}::timestamptz, ${p(6)}::jsonb)`
-  })
-  values.push(at.toISOString())
-  const text =
-    `update budget_counters c set window_start = v.ws, used = v.used, buckets = v.b, reached_at = v.r, limit_window = v.w, updated_at = $${values.length}::timestamptz ` +
-    `from (values ${tuples.join(', ')}) as v(o, k, ws, used, b, r, w) where c.organization_id = v.o and c.counter_key = v.k`
-  await trx.executeQuery(CompiledQuery.raw(text, values))
+  const groups = new Map<string, (typeof writes)[number][]>()
+  for (const write of writes) {
+    const group = groups.get(write.counter.organization_id)
+    if (group) group.push(write)
+    else groups.set(write.counter.organization_id, [write])
+  }
+  for (const [organizationId, group] of groups) {
+    const column = (pick: (write: (typeof writes)[number]) => string | null) => group.map(pick)
+    await trx.executeQuery(
+      CompiledQuery.raw(UPDATE_TEXT, [
+        organizationId,
+        column((w) => w.counter.counter_key),
+        column((w) => new Date(w.state.window_start).toISOString()),
+        column((w) => String(w.state.used)),
+        column((w) => (w.state.buckets === null ? null : JSON.stringify(w.state.buckets))),
+        column((w) => (w.reached_at === null ? null : new Date(w.reached_at).toISOString())),
+        column((w) => JSON.stringify(w.counter.window)),
+        at.toISOString(),
+      ]),
+    )
+  }
 }
 
 /**

@@ -1,0 +1,122 @@
+// Budgets, measured (docs/budgets.md): POST /decisions through the in-process handler with one
+// count and one spend limit applying, against the same decisions under the same policy without
+// limits, in alternating rounds. Contended: every decision takes from the same two counters
+// (organization scope); spread: each of 200 agents has its own (agent scope). Goal: ≥ 0.8.
+// DATABASE_URL (memory:// or a scratch PostgreSQL database; run.ts passes it), else TEST_DATABASE_URL, else PGlite.
+//   node --import tsx bench/budgets.ts [--seconds 3] [--rounds 3]
+import { parseArgs } from 'node:util'
+import type { Test } from 'tap'
+import { createHandler } from '../server.ts'
+import { BY_OPERATOR } from '../storage/audit.ts'
+import { createApiKey } from '../storage/keys.ts'
+import { createOrganization } from '../storage/organizations.ts'
+import { createPolicy } from '../storage/policies.ts'
+import { openDatabase } from '../database/connect.ts'
+import { migrateToLatest } from '../database/migrate.ts'
+import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/support/helpers.ts'
+import { silentLogger } from '../log.ts'
+
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' }, concurrency: { type: 'string', default: '32' } } })
+const SECONDS = Number(values.seconds)
+const ROUNDS = Number(values.rounds)
+const CONCURRENCY = Number(values.concurrency)
+const AGENTS = 200
+
+const url = process.env.DATABASE_URL
+const cleanups: (() => unknown)[] = []
+const database =
+  url && url !== 'memory://'
+    ? await openDatabase({ databaseUrl: url, dataDir: '', logger: silentLogger })
+    : await openTestDatabase({ teardown: (fn: () => unknown) => cleanups.push(fn) } as unknown as Test)
+if (url && url !== 'memory://') await migrateToLatest(database.db)
+const kind = url && url !== 'memory://' ? 'PostgreSQL' : url === 'memory://' ? 'PGlite (in memory)' : DATABASE_KIND
+const db = database.db
+const now = new Date()
+const org = await createOrganization(db, 'Budget bench', now)
+await db.updateTable('organizations').set({ unknown_agents: 'evaluate' }).where('id', '=', org.id).execute()
+const policy = (name: string, action: string, scope: 'agent' | 'organization' | null) =>
+  createPolicy(
+    db,
+    org.id,
+    {
+      name,
+      description: '',
+      effect: 'allow',
+      agents: ['*'],
+      actions: [action],
+      resources: ['*'],
+      condition: null,
+      approval: null,
+      mode: 'enforce',
+      enabled: true,
+      limits:
+        scope === null
+          ? []
+          : [
+              { name: 'count', kind: 'count', max: 1_000_000_000, scope, window: { type: 'day', tz: 'Europe/Paris' }, mode: 'enforce' },
+              { name: 'spend', kind: 'spend', max: 1_000_000_000_000, amount: 'int(args.amount)', currency: 'EUR', scope, window: { type: 'month' }, mode: 'enforce' },
+            ],
+    },
+    'operator',
+    now,
+    BY_OPERATOR,
+  )
+await policy('plain', 'refund.plain', null)
+await policy('contended', 'refund.contended', 'organization')
+await policy('spread', 'refund.spread', 'agent')
+
+const app = createHandler(testConfig({ LEAD_RATE_LIMIT: '100000000/60', API_RATE_LIMIT: '100000000/60', API_ORG_RATE_LIMIT: '100000000/60', LOG_LEVEL: 'silent' }), { db, clock: Date.now, logger: silentLogger, listenUrl: null })
+const { secret } = await createApiKey(db, { organizationId: org.id, name: 'bench', role: 'member', createdByUserId: null, createdByKeyId: null, expiresAt: null }, now, BY_OPERATOR)
+const conn = { remoteAddress: '127.0.0.1' }
+let n = 0
+const ask = (action: string) => async () => {
+  const agent = `agent-${n++ % AGENTS}`
+  const res = await app.fetch(
+    new Request('http://localhost/decisions', { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ agent, action, resource: 'order/1', args: { amount: 1 + (n % 500) } }) }),
+    conn,
+  )
+  const body = (await res.json()) as { decision?: string }
+  if (res.status !== 200 || body.decision !== 'allow') throw new Error(`${action}: ${res.status} ${JSON.stringify(body)}`)
+}
+// Every agent discovered (and each counter created) before measuring.
+for (const action of ['refund.plain', 'refund.contended', 'refund.spread']) for (let i = 0; i < AGENTS; i++) await ask(action)()
+
+async function load(work: () => Promise<void>): Promise<number> {
+  let done = 0
+  const until = Date.now() + SECONDS * 1000
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (Date.now() < until) {
+        await work()
+        done++
+      }
+    }),
+  )
+  return done / SECONDS
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const rows: string[] = []
+for (const [label, action] of [
+  ['contended (one count and one spend counter for every decision)', 'refund.contended'],
+  ['spread (200 agents, a counter pair each)', 'refund.spread'],
+] as const) {
+  const ratios: number[] = []
+  const seen: string[] = []
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? [ask(action), ask('refund.plain')] : [ask('refund.plain'), ask(action)]
+    const first = await load(order[0]!)
+    const second = await load(order[1]!)
+    const [limited, plain] = round % 2 === 0 ? [first, second] : [second, first]
+    ratios.push(limited / plain)
+    seen.push(`${limited.toFixed(0)}/${plain.toFixed(0)}`)
+  }
+  const ratio = median(ratios)
+  rows.push(`| POST /decisions with a count and a spend limit ÷ without, ${kind}, ${label} | ≥ 0.8 | **${ratio.toFixed(2)} ${ratio >= 0.8 ? '✓' : '✗'}** (req/s with/without per round: ${seen.join(', ')}) |`)
+}
+console.log(`${CONCURRENCY} concurrent requests through the in-process handler, ${SECONDS} s windows, ${ROUNDS} alternating rounds; the ratio is the median of the per-round ratios.\n`)
+console.log('| goal | target | reached |\n|---|---|---|')
+for (const row of rows) console.log(row)
+await app.close()
+await database.close()
+for (const cleanup of cleanups) await cleanup()
