@@ -7,6 +7,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util'
 import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
 import type { FetchHandler } from '../http/pipeline.ts'
+import type { PoolStats } from '../services/telemetry.ts'
 import type { Logger } from '../log.ts'
 import type { DatabaseHandle } from '../database/connect.ts'
 import type { RateLimitStore } from '../storage/ratelimits.ts'
@@ -90,6 +91,8 @@ export interface AppDeps {
   readonly clock: () => number
   readonly logger: Logger
   readonly rateLimits?: RateLimitStore
+  /** The PostgreSQL pool (null on PGlite), for the metrics of its use and errors. */
+  readonly pool?: PoolStats | null
 }
 
 export interface Command {

@@ -25,7 +25,9 @@ const META = join(BUILD_DIR, 'server.meta.json')
 const ENTRY = join(ROOT, 'server.ts')
 // Packages that must stay outside the bundle: PGlite loads its WebAssembly and data files from
 // its own folder; pg has an optional native binding that bundlers cannot resolve.
-const EXTERNAL = ['@electric-sql/pglite', 'pg', 'pg-native']
+// prom-client and the OpenTelemetry packages (optional dependencies) are imported only when
+// metrics or tracing are on.
+const EXTERNAL = ['@electric-sql/pglite', 'pg', 'pg-native', 'prom-client', '@opentelemetry/*']
 // Only the entry script may test whether it is the script being run: inside one bundle every
 // module shares one import.meta, so another such test would fire too.
 const ENTRY_GUARD = /isEntryPoint\(import\.meta\)|import\.meta\.url\)\s*===\s*process\.argv\[1\]/

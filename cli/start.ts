@@ -37,7 +37,7 @@ async function start(config: Config, buildApp: BuildApp, runCommand: RunCommand)
     if (applied.length > 0) logger.log('info', 'migrations applied', { migrations: applied.join(',') })
     // Several processes may share PostgreSQL: count rate limits across them (PGlite is one process).
     const rateLimits = handle.kind === 'postgres' ? createRateLimitStore(handle.db, { logger }) : undefined
-    const app = buildApp(config, { db: handle.db, clock: Date.now, logger, ...(rateLimits ? { rateLimits } : {}) })
+    const app = buildApp(config, { db: handle.db, clock: Date.now, logger, pool: handle.pool, ...(rateLimits ? { rateLimits } : {}) })
     // Background work (credential feed and timers, rate-limit sharing) starts here and stops at close.
     app.start()
     opened.push(() => app.close())

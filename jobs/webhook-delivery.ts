@@ -42,7 +42,7 @@ export interface WebhookWorker {
 const BATCH = 500
 const LEASE_MS = 5 * 60_000
 
-export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger'>, options: WebhookWorkerOptions = {}): WebhookWorker {
+export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clock' | 'logger' | 'telemetry'>, options: WebhookWorkerOptions = {}): WebhookWorker {
   const timeoutMs = options.timeoutMs ?? 10_000
   let sender: (Sender & { close?(): void }) | null = options.send ?? null
   const send: Sender = (url, headers, body) => {
@@ -79,14 +79,19 @@ export function createWebhookWorker(config: Config, deps: Pick<Deps, 'db' | 'clo
             break
           }
           const at = new Date(now)
-          const result = await send(endpoint.url, sign(delivery.message_id, now, delivery.payload), delivery.payload)
+          const signed = sign(delivery.message_id, now, delivery.payload)
+          // With tracing on, under a client span whose traceparent the request carries.
+          const attempt = (trace: Readonly<Record<string, string>>) => send(endpoint.url, { ...signed, ...trace }, delivery.payload)
+          const result = await (deps.telemetry ? deps.telemetry.outgoing('webhook.delivery', { 'steward.webhook.message_id': delivery.message_id }, attempt) : attempt({}))
           if (result.ok) {
+            deps.telemetry?.webhookAttempt('delivered')
             successes.push({ deliveryId: delivery.delivery_id, statusCode: result.statusCode ?? 200, at })
             continue
           }
           await flush()
           const outcome = await recordFailure(deps.db, endpoint, delivery, { statusCode: result.statusCode, error: result.error ?? 'failed', at })
           endpoint.failing_since ??= at
+          deps.telemetry?.webhookAttempt(outcome.gaveUp ? 'gave_up' : 'failed')
           deps.logger.log('info', 'webhook delivery failed', { webhook_id: endpoint.webhook_id, status: result.statusCode, gave_up: outcome.gaveUp, disabled: outcome.disabled })
           // Given up: the next event may go. Otherwise the endpoint waits for this one's retry.
           if (!outcome.gaveUp || outcome.disabled) {

@@ -121,7 +121,7 @@ function watched(body: ReadableStream<Uint8Array>, done: () => void, stillAllowe
 
 export function createMcpSurface(config: Config, deps: Deps, services: Services): Surface {
   const guard = createGuard(services.credentials, services.apiLimiter, services.apiOrgLimiter)
-  const clients = createUpstreamClients({ logger: deps.logger, timeoutMs: config.mcpUpstreamTimeoutMs, outbound: { allowPrivate: config.mcpAllowPrivate, setting: 'MCP_ALLOW_PRIVATE' }, clock: deps.clock })
+  const clients = createUpstreamClients({ logger: deps.logger, timeoutMs: config.mcpUpstreamTimeoutMs, outbound: { allowPrivate: config.mcpAllowPrivate, setting: 'MCP_ALLOW_PRIVATE' }, clock: deps.clock, telemetry: deps.telemetry })
   const gateway = createMcpGateway({ db: deps.db, clock: deps.clock, logger: deps.logger, config, decisions: services.decisions, hub: services.approvals, sets: services.sets, upstreams: services.mcpServers, clients })
   const codec = createRequestStateCodecFor(services.secrets, deps.logger, deps.clock)
   const factory = mcpServerFactory({ gateway, codec, holdMs: config.mcpApprovalHoldSeconds * 1000, logger: deps.logger })

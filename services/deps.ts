@@ -7,6 +7,7 @@ import type { Logger } from '../log.ts'
 import type { PasswordHasher } from '../auth/passwords.ts'
 import type { RateLimitSync } from '../storage/ratelimits.ts'
 import type { Database } from '../database/schema.ts'
+import type { PoolStats, Telemetry } from './telemetry.ts'
 
 export interface Deps {
   readonly db: Kysely<Database>
@@ -23,6 +24,10 @@ export interface Deps {
    * when it is postgres://; null: no feed (a single process, e.g. on PGlite).
    */
   readonly listenUrl?: string | null
+  /** Metrics and traces (services/telemetry.ts); absent: both off, every hook skipped. */
+  readonly telemetry?: Telemetry
+  /** The PostgreSQL pool, for the metrics of its use and errors; absent on PGlite. */
+  readonly pool?: PoolStats | null
 }
 
 /** A request's context as services see it: the configuration and these dependencies. */

@@ -7,6 +7,7 @@
 import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from '@modelcontextprotocol/client'
 import type { Logger } from '../log.ts'
 import { createGuardedFetch } from './mcp-gateway-fetch.ts'
+import { tracedFetch, type Telemetry } from './telemetry.ts'
 import type { Upstream } from './mcp-upstreams.ts'
 import { REFUSED_CODE, type OutboundPolicy } from './outbound-url.ts'
 
@@ -42,6 +43,8 @@ export interface UpstreamClientsDeps {
   readonly timeoutMs: number
   readonly outbound: OutboundPolicy
   readonly clock: () => number
+  /** With tracing on, each request upstream carries a traceparent (services/telemetry.ts). */
+  readonly telemetry?: Telemetry | undefined
 }
 
 interface Entry {
@@ -68,6 +71,7 @@ function describe(upstream: Upstream, error: unknown, timeoutMs: number): { mess
 
 export function createUpstreamClients(deps: UpstreamClientsDeps): UpstreamClients {
   const guarded = createGuardedFetch(deps.outbound)
+  const upstreamFetch = tracedFetch(guarded.fetch, deps.telemetry, 'mcp.upstream')
   const entries = new Map<string, Entry>()
   const listeners = new Set<(organizationId: string) => void>()
 
@@ -92,7 +96,7 @@ export function createUpstreamClients(deps: UpstreamClientsDeps): UpstreamClient
       versionNegotiation: { mode: 'auto' },
       listChanged: { tools: { autoRefresh: false, debounceMs: 0, onChanged: () => toolsChanged(upstream.serverId, upstream.organizationId) } },
     })
-    const transport = new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: guarded.fetch, requestInit: { headers: { ...upstream.headers } }, redirectPolicy: 'same-origin' })
+    const transport = new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: upstreamFetch, requestInit: { headers: { ...upstream.headers } }, redirectPolicy: 'same-origin' })
     const entry: Entry = {
       fingerprint,
       organizationId: upstream.organizationId,

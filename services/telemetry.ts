@@ -1,0 +1,156 @@
+// What the server tells operators about itself (docs/observability.md): Prometheus metrics when
+// METRICS_TOKEN is set, OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set, neither by
+// default. Built once per handler by the composition root and handed to the services in Deps as
+// `telemetry`; the packages each part needs are imported on first use, so with both off nothing
+// is loaded and every hook is a skipped optional call.
+import type { Kysely } from 'kysely'
+import type { Config } from '../config.ts'
+import type { Database } from '../database/schema.ts'
+import type { ConnectionInfo } from '../http/context.ts'
+import type { Logger } from '../log.ts'
+import { loadMetrics, type Metrics, type PoolStats } from './metrics.ts'
+import { loadTracing, type Tracing } from './tracing.ts'
+
+export type { PoolStats } from './metrics.ts'
+
+export interface Telemetry {
+  /** Metrics are served (METRICS_TOKEN is set). */
+  readonly metricsOn: boolean
+  /** A decision was made and logged in `seconds`, for the request `requestId` (its span gets the outcome). */
+  decided(answer: { readonly decision: string; readonly reasons: readonly object[] }, agent: string | null, action: string, seconds: number, requestId: string | null): void
+  /** An approval was approved, denied or cancelled, `seconds` after it was requested. */
+  approvalClosed(result: string, seconds: number): void
+  /** One webhook delivery attempt's result. */
+  webhookAttempt(result: 'delivered' | 'failed' | 'gave_up'): void
+  /** Runs an outgoing request under a client span (tracing on): `work` adds the headers it gets ({} when off). */
+  outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>): Promise<T>
+  /** Wraps the handler's fetch: a span and the request metric per request. */
+  wrap(fetch: Fetch): Fetch
+  /** The /metrics answer; null when metrics are off. */
+  scrape(): Promise<{ contentType: string; text: string } | null>
+  /** Sends the spans that wait (tests, shutdown). */
+  flush(): Promise<void>
+  close(): Promise<void>
+}
+
+type Fetch = (request: Request, conn?: ConnectionInfo) => Response | Promise<Response>
+
+export interface TelemetryDeps {
+  readonly db: Kysely<Database>
+  readonly clock: () => number
+  readonly logger: Logger
+  readonly pool?: PoolStats | null
+}
+
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
+
+/** The rule a decision's first reason names: a policy, or the rule (default_decision, limit_exceeded…). */
+function ruleOf(reasons: readonly object[]): string {
+  const first = reasons[0] as { rule?: unknown } | undefined
+  if (!first) return 'none'
+  return typeof first.rule === 'string' ? first.rule : 'policy'
+}
+
+/** The limiter named by a 429's RateLimit-Policy header (`"api";q=…`). */
+function limiterOf(response: Response): string {
+  const policy = response.headers.get('ratelimit-policy')
+  return /^"([\w.-]{1,40})"/.exec(policy ?? '')?.[1] ?? 'other'
+}
+
+/** The telemetry the configuration asks for, or null when it asks for none. */
+export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpoint' | 'otelServiceName'>, deps: TelemetryDeps): Telemetry | null {
+  const metricsOn = config.metricsToken !== null
+  const tracingOn = config.otelEndpoint !== null
+  if (!metricsOn && !tracingOn) return null
+  let metrics: Metrics | null = null
+  let tracing: Tracing | null = null
+  const fail = (what: string) => (error: unknown) => {
+    deps.logger.log('error', `${what} could not be loaded`, { message: String((error as Error)?.message ?? error).slice(0, 200) })
+    return null
+  }
+  // Loaded once, at construction; requests that come before it is done wait for it.
+  const ready = Promise.all([
+    metricsOn ? loadMetrics({ ...deps, onScrapeError: (error) => deps.logger.log('warn', 'metrics scrape read failed', { code: (error as { code?: string }).code ?? null }) }).catch(fail('metrics (prom-client)')) : null,
+    tracingOn ? loadTracing({ endpoint: config.otelEndpoint!, serviceName: config.otelServiceName }).catch(fail('tracing (@opentelemetry packages)')) : null,
+  ]).then(([loadedMetrics, loadedTracing]) => {
+    metrics = loadedMetrics
+    tracing = loadedTracing
+  })
+  const exportFailed = (error: unknown) => deps.logger.log('warn', 'trace export failed', { code: (error as { code?: string }).code ?? null })
+  let loaded = false
+  void ready.then(() => (loaded = true))
+  // A decision's span attributes, by request id, until its request's span ends: the decision
+  // service knows the request id, not the span. Bounded: a flood of ids empties it.
+  const decisionAttributes = new Map<string, Record<string, string>>()
+
+  return {
+    metricsOn,
+    decided(answer, agent, action, seconds, requestId) {
+      metrics?.decided(answer.decision, ruleOf(answer.reasons), seconds)
+      if (tracing === null || requestId === null) return
+      if (decisionAttributes.size >= 10_000) decisionAttributes.clear()
+      decisionAttributes.set(requestId, { 'steward.decision.outcome': answer.decision, 'steward.agent': agent ?? '', 'steward.action': action })
+    },
+    approvalClosed(result, seconds) {
+      metrics?.approvalClosed(result, seconds)
+    },
+    webhookAttempt(result) {
+      metrics?.webhookAttempt(result)
+    },
+    outgoing(name, attributes, work) {
+      return tracing ? (tracing as Tracing).outgoing(name, attributes, work) : work(NO_HEADERS)
+    },
+    wrap(fetch) {
+      const observed: Fetch = (request, conn) => {
+        const started = performance.now()
+        const span = tracing?.request(request) ?? null
+        const settle = (response: Response): Response => {
+          // The route template itty-router matched (never the raw path); none: no route matched.
+          const route = (request as { route?: string }).route ?? null
+          metrics?.request(request.method, route ?? 'unmatched', response.status, (performance.now() - started) / 1000, response.status === 429 ? limiterOf(response) : null)
+          if (span) {
+            const id = response.headers.get('x-request-id')
+            const attributes = id === null ? undefined : decisionAttributes.get(id)
+            if (attributes) {
+              decisionAttributes.delete(id!)
+              span.setAttributes(attributes)
+            }
+            span.end(request.method, route, response.status)
+          }
+          return response
+        }
+        const answer = fetch(request, conn)
+        return answer instanceof Response ? settle(answer) : answer.then(settle)
+      }
+      return (request, conn) => (loaded ? observed(request, conn) : ready.then(() => observed(request, conn)))
+    },
+    async scrape() {
+      await ready
+      return metrics ? (metrics as Metrics).scrape() : null
+    },
+    async flush() {
+      await ready
+      await (tracing as Tracing | null)?.flush().catch(exportFailed)
+    },
+    async close() {
+      await ready
+      // A collector that is down must not fail the shutdown: the spans are lost, and logged so.
+      await (tracing as Tracing | null)?.close().catch(exportFailed)
+    },
+  }
+}
+
+/**
+ * `fetch` with a client span per request when tracing is on, its traceparent sent as a header
+ * (the MCP gateway's requests to upstream servers); `fetch` itself when it is off.
+ */
+export function tracedFetch(fetch: typeof globalThis.fetch, telemetry: Telemetry | undefined, name: string): typeof globalThis.fetch {
+  if (!telemetry) return fetch
+  return (input, init = {}) =>
+    telemetry.outgoing(name, {}, (trace) => {
+      if (trace.traceparent === undefined) return fetch(input, init)
+      const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined))
+      for (const [header, value] of Object.entries(trace)) headers.set(header, value)
+      return fetch(input, { ...init, headers })
+    })
+}

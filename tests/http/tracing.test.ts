@@ -1,0 +1,113 @@
+// OpenTelemetry traces, against a local OTLP/HTTP receiver (tests/support/otlp-receiver.ts): one
+// server span per request with the HTTP attributes and, for a decision, its outcome, agent and
+// action; an incoming traceparent continued; webhook deliveries and MCP upstream requests sent
+// with a traceparent of their own client span.
+import { createServer } from 'node:http'
+import t, { type Test } from 'tap'
+import { createHandler } from '../../server.ts'
+import { seedWorld } from '../../fixtures/seed.ts'
+import { createTelemetry, tracedFetch, type Telemetry } from '../../services/telemetry.ts'
+import { createWebhookWorker } from '../../jobs/webhook-delivery.ts'
+import { FakeClock, memoryLogger, openTestDatabase, testConfig, TEST_DATABASE_URL } from '../support/helpers.ts'
+import { otlpReceiver } from '../support/otlp-receiver.ts'
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
+const PARENT_ID = '00f067aa0ba902b7'
+
+async function world(t: Test, env: Record<string, string>) {
+  const database = await openTestDatabase(t)
+  const clock = new FakeClock(Date.now())
+  const config = testConfig(env)
+  const logger = memoryLogger()
+  const telemetry = createTelemetry(config, { db: database.db, clock: clock.read, logger }) as Telemetry
+  const app = createHandler(config, { db: database.db, clock: clock.read, logger, listenUrl: database.kind === 'postgres' ? TEST_DATABASE_URL : null, telemetry })
+  app.start()
+  t.teardown(() => app.close())
+  const vars = await seedWorld(database.db, clock.now)
+  const call = (method: string, path: string, options: { token?: string; json?: unknown; headers?: Record<string, string> } = {}) => {
+    const headers = new Headers(options.headers)
+    if (options.token) headers.set('authorization', `Bearer ${options.token}`)
+    if (options.json !== undefined) headers.set('content-type', 'application/json')
+    return app.fetch(new Request(`http://localhost${path}`, { method, headers, body: options.json === undefined ? null : JSON.stringify(options.json) }), { remoteAddress: '127.0.0.1' })
+  }
+  return { db: database.db, clock, config, telemetry, vars, call, logger }
+}
+
+t.test('one server span per request, with its attributes and the incoming trace', async (t) => {
+  const receiver = await otlpReceiver(t)
+  const { call, vars, telemetry } = await world(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'steward-test' })
+  t.equal((await call('POST', '/agents', { token: vars.MANAGER_KEY_A!, json: { handle: 'trace-bot' } })).status, 201)
+  const decided = await call('POST', '/decisions', {
+    token: vars.ADMIN_KEY_A!,
+    json: { agent: 'trace-bot', action: 'payments.send', resource: 'invoice-7' },
+    headers: { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` },
+  })
+  t.equal(decided.status, 200)
+  t.equal((await call('GET', '/nowhere')).status, 404)
+  t.equal((await call('GET', '/decisions', { token: vars.ADMIN_KEY_A!, headers: { traceparent: 'garbage' } })).status, 200)
+  await telemetry.flush()
+
+  t.same(receiver.contentTypes, ['application/json'], 'one batch, in the JSON encoding')
+  t.equal(receiver.spans.length, 4, 'one span per request, nothing else')
+  t.ok(receiver.spans.every((span) => span.kind === 2 && span.serviceName === 'steward-test'), 'server spans of the configured service')
+  const [agent, decision, unknown, list] = receiver.spans
+  t.same(agent!.attributes, { 'http.request.method': 'POST', 'http.response.status_code': 201, 'http.route': '/agents' })
+  t.equal(decision!.name, 'POST /decisions')
+  t.same(decision!.attributes, {
+    'http.request.method': 'POST',
+    'http.response.status_code': 200,
+    'http.route': '/decisions',
+    'steward.decision.outcome': 'require_approval',
+    'steward.agent': 'trace-bot',
+    'steward.action': 'payments.send',
+  })
+  t.equal(decision!.traceId, TRACE_ID, 'the incoming trace is continued')
+  t.equal(decision!.parentSpanId, PARENT_ID, 'as a child of the caller span')
+  t.not(agent!.traceId, TRACE_ID, 'a request without traceparent starts its own trace')
+  t.equal(unknown!.name, 'GET', 'no route: the method alone names the span')
+  t.same(unknown!.attributes, { 'http.request.method': 'GET', 'http.response.status_code': 404 }, 'and no http.route')
+  t.equal(list!.parentSpanId, '', 'a malformed traceparent is ignored')
+  t.match(list!.traceId, /^[0-9a-f]{32}$/)
+})
+
+t.test('webhook deliveries and MCP upstream requests carry the traceparent of their client span', async (t) => {
+  const receiver = await otlpReceiver(t)
+  const { call, vars, telemetry, db, clock, config, logger } = await world(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, WEBHOOK_ALLOW_PRIVATE: 'true' })
+  const got: Record<string, string | undefined>[] = []
+  const hook = createServer((request, response) => {
+    got.push({ traceparent: request.headers.traceparent as string | undefined, path: request.url })
+    request.resume()
+    request.on('end', () => response.writeHead(204).end())
+  })
+  await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => hook.close(() => resolve())).then(() => hook.closeAllConnections()))
+  const port = (hook.address() as { port: number }).port
+  const created = await call('POST', '/webhooks', { token: vars.ADMIN_KEY_A!, json: { url: `http://127.0.0.1:${port}/hook`, event_types: ['key.*'] } })
+  t.equal(created.status, 201)
+  const key = await call('POST', '/keys', { token: vars.ADMIN_KEY_A!, json: { name: 'traced', role: 'viewer' } })
+  t.equal(key.status, 201)
+  const worker = createWebhookWorker(config, { db, clock: clock.read, logger, telemetry })
+  t.teardown(() => worker.close())
+  await worker.tick()
+  // An MCP upstream request goes through the same client-span fetch.
+  const upstream = tracedFetch(globalThis.fetch, telemetry, 'mcp.upstream')
+  t.equal((await upstream(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' })).status, 204)
+  await telemetry.flush()
+
+  t.equal(got.length, 2, 'the key.created delivery and the upstream request')
+  const clients = receiver.spans.filter((span) => span.kind === 3)
+  t.same(clients.map((span) => span.name), ['webhook.delivery', 'mcp.upstream'])
+  t.same(
+    got.map((request) => request.traceparent),
+    clients.map((span) => `00-${span.traceId}-${span.spanId}-01`),
+    'each request carries its own client span',
+  )
+})
+
+t.test('without OTEL_EXPORTER_OTLP_ENDPOINT nothing traces and nothing is sent', async (t) => {
+  const config = testConfig({})
+  t.equal(config.otelEndpoint, null)
+  t.equal(createTelemetry(config, { db: null as never, clock: Date.now, logger: memoryLogger() }), null, 'no telemetry at all by default')
+  const upstream = tracedFetch(globalThis.fetch, undefined, 'mcp.upstream')
+  t.equal(upstream, globalThis.fetch, 'the upstream fetch is the plain one')
+})
