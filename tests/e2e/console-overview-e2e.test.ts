@@ -148,6 +148,11 @@ async function run(): Promise<void> {
     t.same(await rowsOf('Leads by source'), [['spring-campaign', '2'], ['blog', '1']])
     t.equal(await main.getByRole('link', { name: 'billing.refund' }).count(), 1, 'what waits now links to it')
     await axe('overview')
+    // The last 24 hours, per hour, end where the server's clock is: day 1 is out.
+    await page.getByLabel('Period').selectOption('24h')
+    await page.getByRole('img', { name: /^Decisions by outcome per hour/ }).waitFor()
+    t.equal(await main.locator('.chart-summary').first().textContent(), '5 decisions: 2 allowed, 2 sent for approval, 1 denied.')
+    t.same((await rowsOf('Decisions by outcome per hour')).filter((row) => row[4] !== '0').map((row) => row.slice(1)), [['2', '2', '1', '5']])
   })
 
   await t.test('a monitor-mode policy shows its hits and what enforcing it would have changed', async (t) => {
