@@ -17,7 +17,6 @@ import { protectedErrors, auditBy, type Guard } from './access.ts'
 import type { RequestContext, Route } from './deps.ts'
 import { CURSOR_INVALID, decodeCursor, encodeCursor, PageSize, parseValue } from './input.ts'
 import { assertHoldsLeads } from './lead-lists.ts'
-import { findOldestOrganizationId } from '../storage/organizations.ts'
 
 export const ONLY_OWNERS_SPAM = "Only Owners change the lead lists' spam settings"
 const UNKNOWN_LIST = 'Unknown list: demo-requests or newsletter'
@@ -179,9 +178,9 @@ export function leadSpamRoutes(guard: Guard, spam: LeadSpam): Route[] {
     await assertHoldsLeads(ctx, principal)
     const raw = String(request.params?.id ?? '')
     if (!/^[1-9]\d{0,15}$/.test(raw)) throw new HttpError(404, SPAM_NOT_FOUND)
-    // The lead.created event goes to the organization that holds the leads, as a submission's does.
-    const holder = ctx.config.leadsOrganizationId ?? (await findOldestOrganizationId(ctx.deps.db)) ?? principal.organizationId
-    const outcome = await restoreSpam(ctx.deps.db, Number(raw), new Date(ctx.now), { organizationId: holder, requestId: ctx.requestId })
+    // Recorded as lead.created exactly when a submission would be: with LEADS_ORGANIZATION_ID set, in that organization.
+    const holder = ctx.config.leadsOrganizationId
+    const outcome = await restoreSpam(ctx.deps.db, Number(raw), new Date(ctx.now), holder ? { organizationId: holder, requestId: ctx.requestId } : null)
     if (outcome.kind === 'missing') throw new HttpError(404, SPAM_NOT_FOUND)
     if (outcome.kind === 'duplicate') throw new HttpError(409, ALREADY_ON_LIST)
     return json(200, { restored: true, list: outcome.list, lead_id: outcome.leadId })
@@ -257,7 +256,7 @@ const pageDoc: OperationDoc = {
 const restoreDoc: OperationDoc = {
   operationId: 'restoreLeadSpam',
   summary: 'Restore a spam submission as a lead',
-  description: `The submission becomes a lead of its list (recorded as lead.created, as a submission is) and leaves the spam. The duplicate rule holds: an email already on the list answers 409 and the spam stays. ${WHO}`,
+  description: `The submission becomes a lead of its list (recorded as lead.created when a submission would be: with LEADS_ORGANIZATION_ID set) and leaves the spam. The duplicate rule holds: an email already on the list answers 409 and the spam stays. ${WHO}`,
   tags: TAGS,
   scopes: ['members:manage'],
   responses: {

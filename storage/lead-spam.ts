@@ -90,9 +90,9 @@ export type RestoreOutcome = { kind: 'restored'; list: SpamListName; leadId: num
 /**
  * Makes a spam row a lead: inserted into its list unless the email is already there (then the
  * spam row stays and the outcome is a duplicate), with the `lead.created` event a submission
- * records, and the spam row deleted, in one transaction.
+ * records (when leads are audited: `audit` not null), and the spam row deleted, in one transaction.
  */
-export async function restoreSpam(db: Kysely<Database>, id: number, at: Date, audit: LeadAudit): Promise<RestoreOutcome> {
+export async function restoreSpam(db: Kysely<Database>, id: number, at: Date, audit: LeadAudit | null): Promise<RestoreOutcome> {
   return db.transaction().execute(async (trx) => {
     const spam = await trx.selectFrom('lead_spam').selectAll().where('id', '=', id).forUpdate().executeTakeFirst()
     if (!spam) return { kind: 'missing' }
@@ -112,7 +112,7 @@ export async function restoreSpam(db: Kysely<Database>, id: number, at: Date, au
     const leadId = Number(lead.id)
     const list = spam.list === 'demo-requests' ? 'demo' : 'newsletter'
     // The same event a stored submission records: the list, the lead, the form, only the email's domain.
-    await trx
+    if (audit) await trx
       .insertInto('audit_events')
       .values({
         organization_id: audit.organizationId,

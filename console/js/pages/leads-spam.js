@@ -8,7 +8,8 @@ import { badge, errorBox, field, h, put, table, when } from '../dom.js'
 const TITLES = { 'demo-requests': 'Demo requests', newsletter: 'Newsletter' }
 const PROVIDERS = [['', 'none'], ['turnstile', 'Cloudflare Turnstile'], ['hcaptcha', 'hCaptcha'], ['recaptcha', 'Google reCAPTCHA']]
 
-function settingsForm(settings, onSaved) {
+/** One list's settings form; after a save it is replaced by a form of the saved settings, saying so. */
+function settingsForm(settings, notice = null) {
   const owner = can('owner')
   const honeypot = h('input', { type: 'text', maxlength: 64, value: settings.honeypot_field ?? '', disabled: !owner, placeholder: 'e.g. website' })
   const provider = h('select', { disabled: !owner }, PROVIDERS.map(([value, text]) => h('option', { value, text })))
@@ -18,7 +19,7 @@ function settingsForm(settings, onSaved) {
   const failMode = h('select', { disabled: !owner }, h('option', { value: 'closed', text: 'closed: refuse while the provider is down' }), h('option', { value: 'open', text: 'open: keep as spam for review' }))
   failMode.value = settings.captcha_fail_mode
   const retention = h('input', { type: 'number', min: 1, max: 3650, value: settings.retention_days ?? '', disabled: !owner, placeholder: String(settings.retention_days_effective) })
-  const status = h('div', {})
+  const status = h('div', {}, notice ? h('p', { class: 'ok', role: 'status', text: notice }) : null)
   const save = h('button', { type: 'submit', class: 'primary', text: 'Save', disabled: !owner })
   const form = h(
     'form',
@@ -48,10 +49,10 @@ function settingsForm(settings, onSaved) {
       body.captcha_verify_url = null
     } else body.captcha_verify_url = verifyUrl.value.trim() || null
     try {
-      await api('PATCH', `/leads/lists/${settings.list}/spam`, body)
-      secret.value = ''
-      put(status, h('p', { class: 'ok', role: 'status', text: 'Saved.' }))
-      onSaved()
+      const saved = await api('PATCH', `/leads/lists/${settings.list}/spam`, body)
+      const next = settingsForm(saved, 'Saved.')
+      form.replaceWith(next)
+      next.querySelector('button[type=submit]')?.focus()
     } catch (error) {
       put(status, errorBox(error))
     }
@@ -88,7 +89,7 @@ function spamSection() {
               ['email', (r) => r.email],
               ['reason', (r) => badge(r.reason)],
               ['deleted after', (r) => when(r.purge_after)],
-              ['', (r) => h('button', { type: 'button', text: 'Restore', 'aria-label': `Restore ${r.email} as a lead`, onclick: () => restore(r) })],
+              ['action', (r) => h('button', { type: 'button', text: 'Restore', 'aria-label': `Restore ${r.email} as a lead`, onclick: () => restore(r) })],
             ], rows),
       )
       put(more, data.next_cursor ? h('button', { type: 'button', text: 'Load more', onclick: () => load(data.next_cursor) }) : null)
@@ -146,7 +147,7 @@ export function renderLeadSpam(main) {
   async function load() {
     try {
       const lists = await Promise.all(Object.keys(TITLES).map((list) => api('GET', `/leads/lists/${list}/spam`)))
-      put(body, ...lists.map((settings) => settingsForm(settings, load)), spamSection(), can('owner') ? personSection() : null)
+      put(body, ...lists.map((settings) => settingsForm(settings)), spamSection(), can('owner') ? personSection() : null)
     } catch (error) {
       put(body, errorBox(error))
     }
