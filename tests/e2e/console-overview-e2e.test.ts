@@ -148,6 +148,11 @@ async function run(): Promise<void> {
     t.same(await rowsOf('Leads by source'), [['spring-campaign', '2'], ['blog', '1']])
     t.equal(await main.getByRole('link', { name: 'billing.refund' }).count(), 1, 'what waits now links to it')
     await axe('overview')
+    await page.setViewportSize({ width: 390, height: 844 })
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+    t.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow} px)`)
+    await axe('overview-phone')
+    await page.setViewportSize({ width: 1280, height: 860 })
     // The last 24 hours, per hour, end where the server's clock is: day 1 is out.
     await page.getByLabel('Period').selectOption('24h')
     await page.getByRole('img', { name: /^Decisions by outcome per hour/ }).waitFor()
