@@ -267,3 +267,29 @@ t.test('purge: spam older than its list retention goes, the rest stays; used tok
   t.same(tokens.map((row) => row.token_sha256), ['b'.repeat(64)])
   await patch('demo-requests', { retention_days: null })
 })
+
+t.test('the verify URL goes through the SSRF guard unless CAPTCHA_ALLOW_PRIVATE=true', async (t) => {
+  const guarded = await leadsApp(t, { CAPTCHA_ALLOW_PRIVATE: 'false' })
+  const owner = guarded.vars.OWNER_KEY_A!
+  const stub = await startCaptchaStub(t)
+  const refusals: [string, string][] = [
+    [stub.url, 'Field captcha_verify_url must be an https URL (plain http only with CAPTCHA_ALLOW_PRIVATE=true)'],
+    ['https://127.0.0.1/siteverify', 'Field captcha_verify_url is refused: 127.0.0.1 is a loopback address (allowed only with CAPTCHA_ALLOW_PRIVATE=true)'],
+    ['https://10.1.2.3/siteverify', 'Field captcha_verify_url is refused: 10.1.2.3 is a private address (allowed only with CAPTCHA_ALLOW_PRIVATE=true)'],
+  ]
+  for (const [url, error] of refusals) {
+    const response = await guarded.call('PATCH', '/leads/lists/newsletter/spam', { token: owner, json: { captcha_provider: 'turnstile', captcha_secret: 's', captcha_verify_url: url } })
+    t.same({ status: response.status, body: await jsonOf(response) }, { status: 400, body: { status: 'Bad Request', error } }, url)
+  }
+  // A name that resolves to loopback passes the check when set (it may not resolve yet) but never connects:
+  // the provider counts as down, so the default fail mode refuses.
+  const named = stub.url.replace('http://127.0.0.1', 'https://localhost')
+  const set = await guarded.call('PATCH', '/leads/lists/newsletter/spam', { token: owner, json: { captcha_provider: 'turnstile', captcha_secret: 's' } })
+  t.equal(set.status, 200)
+  await guarded.db.updateTable('lead_spam_settings').set({ captcha_verify_url: named }).where('list', '=', 'newsletter').execute()
+  const calls = stub.calls.length
+  const answer = await guarded.request('/newsletter', { method: 'POST', json: { email: nextEmail('ssrf'), 'cf-turnstile-response': 'good-ssrf' } })
+  t.equal(answer.status, 503)
+  t.equal(stub.calls.length, calls, 'the stub was never reached')
+  t.ok(guarded.logs.some((line) => line.message === 'CAPTCHA provider unavailable' && /refused: localhost resolves to/.test(String(line.fields?.error))))
+})
