@@ -109,7 +109,7 @@ class AsyncSteward:
     coroutine methods: ``await steward.decisions.decide(...)``, ``async for a in
     steward.agents.list()``, ``@steward.guard(...)`` on ``async def`` functions."""
 
-    _NAMESPACES = ("auth", "decisions", "approvals", "agents", "policies", "organization", "keys", "members", "invitations", "audit", "webhooks", "mcp", "leads")
+    _NAMESPACES = ("auth", "decisions", "approvals", "agents", "policies", "organization", "keys", "members", "invitations", "audit", "webhooks", "mcp", "leads", "reports")
 
     def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, *, max_concurrency: int = 16, **options: Any) -> None:
         self._client = Steward(api_key, base_url, **options)

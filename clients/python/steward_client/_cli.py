@@ -59,9 +59,10 @@ def record(obj: Dict[str, Any], out: TextIO) -> None:
 
 
 class Output:
-    def __init__(self, as_json: bool, out: TextIO) -> None:
+    def __init__(self, as_json: bool, out: TextIO, err: TextIO) -> None:
         self.json = as_json
         self.out = out
+        self.err = err
 
     def emit(self, value: Any, columns: Optional[Sequence[str]] = None) -> None:
         if self.json:
@@ -295,7 +296,7 @@ def cmd_audit(c: Steward, a: argparse.Namespace, o: Output) -> int:
         result = c.audit.verify()
         o.emit(result)
         if not result.get("ok"):
-            sys.stderr.write("steward-cli: the audit chain does not verify\n")
+            o.err.write("steward-cli: the audit chain does not verify\n")
             return EXIT_ERROR
         return EXIT_OK
     # export: every event in the window, one JSON object a line (newest first, as listed).
@@ -309,7 +310,7 @@ def cmd_audit(c: Steward, a: argparse.Namespace, o: Output) -> int:
         if a.output:
             target.close()
     if a.output:
-        sys.stderr.write(f"exported {count} events to {a.output}\n")
+        o.err.write(f"exported {count} events to {a.output}\n")
     return EXIT_OK
 
 
@@ -481,7 +482,7 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout: Optional[TextIO] = Non
         a = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    output = Output(a.json, out)
+    output = Output(a.json, out, err)
     try:
         client = Steward(base_url=a.base_url, timeout=a.timeout)
         return a.run(client, a, output)

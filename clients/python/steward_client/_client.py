@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping, Optional
 from ._base import BaseClient
 from ._guard import Guard, ResourceSpec
 from ._resources import (
-    Agents, Approvals, Audit, Auth, Decisions, Invitations, Keys, Leads, Mcp, Members, OrganizationNs, Policies, Webhooks,
+    Agents, Approvals, Audit, Auth, Decisions, Invitations, Keys, Leads, Mcp, Members, OrganizationNs, Policies, Reports, Webhooks,
 )
 
 
@@ -19,7 +19,8 @@ class Steward(BaseClient):
 
     Namespaces: ``auth``, ``decisions``, ``approvals``, ``agents``, ``policies`` (and
     ``policies.versions``), ``organization``, ``keys``, ``members``, ``invitations``, ``audit``,
-    ``webhooks`` (and ``webhooks.deliveries``), ``mcp.servers``, ``leads``.
+    ``webhooks`` (and ``webhooks.deliveries``), ``mcp.servers``, ``leads`` (and ``leads.lists``,
+    ``leads.spam``, ``leads.people``), ``reports``.
 
     Thread-safe: one client may serve many threads (each request opens its own connection).
     """
@@ -39,6 +40,7 @@ class Steward(BaseClient):
         self.webhooks = Webhooks(self)
         self.mcp = Mcp(self)
         self.leads = Leads(self)
+        self.reports = Reports(self)
 
     def guard(
         self,

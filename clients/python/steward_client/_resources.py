@@ -216,6 +216,14 @@ class Agents(Namespace):
         """``GET /agents/me/capabilities``: the same for the agent key's own agent."""
         return self._c.get_json("/agents/me/capabilities").get("capabilities", [])
 
+    def usage(self, agent_id: str) -> Dict[str, Any]:
+        """``GET /agents/{agent_id}/usage``: the agent's use of each limit that applies to it."""
+        return self._c.get_json(f"/agents/{_p(agent_id)}/usage")
+
+    def my_usage(self) -> Dict[str, Any]:
+        """``GET /agents/me/usage``: an agent key's own use of its limits."""
+        return self._c.get_json("/agents/me/usage")
+
 
 class PolicyVersions(Namespace):
     @paginated
@@ -435,8 +443,65 @@ class Mcp(Namespace):
         self.servers = McpServers(client)
 
 
+class LeadLists(Namespace):
+    """The lead lists (``demo-requests``, ``newsletter``) and their mail and spam settings."""
+
+    def list(self) -> Dict[str, Any]:
+        """``GET /leads/lists``: ``{"smtp_configured", "lists": [...]}``."""
+        return self._c.get_json("/leads/lists")
+
+    def get(self, list_name: str) -> Dict[str, Any]:
+        """``GET /leads/lists/{list}``: a list's mail settings."""
+        return self._c.get_json(f"/leads/lists/{_p(list_name)}")
+
+    def update(self, list_name: str, **fields: Any) -> Dict[str, Any]:
+        """``PATCH /leads/lists/{list}`` (Owners): ``notify``, ``double_opt_in``, ``consent_text``…"""
+        return self._c.request("PATCH", f"/leads/lists/{_p(list_name)}", json_body=dict(fields)).body
+
+    def spam_settings(self, list_name: str) -> Dict[str, Any]:
+        """``GET /leads/lists/{list}/spam``: honeypot, CAPTCHA and retention (never the secret)."""
+        return self._c.get_json(f"/leads/lists/{_p(list_name)}/spam")
+
+    def update_spam_settings(self, list_name: str, **fields: Any) -> Dict[str, Any]:
+        """``PATCH /leads/lists/{list}/spam`` (Owners): ``honeypot_field``, ``captcha_provider``…"""
+        return self._c.request("PATCH", f"/leads/lists/{_p(list_name)}/spam", json_body=dict(fields)).body
+
+
+class LeadSpam(Namespace):
+    @paginated
+    def list(self, *, list: Optional[str] = None, limit: Optional[int] = None) -> Paginator[Dict[str, Any]]:  # noqa: A002 - the API's name
+        """``GET /leads/spam``: submissions kept apart as spam."""
+        return self._c.paginate("/leads/spam", "spam", {"list": list, "limit": limit})
+
+    def restore(self, spam_id: str) -> Dict[str, Any]:
+        """``POST /leads/spam/{id}/restore``: makes a spam submission a lead."""
+        return self._c.request("POST", f"/leads/spam/{_p(spam_id)}/restore").body
+
+
+class LeadPeople(Namespace):
+    """One person's data (the email goes in the body, never in a URL)."""
+
+    def export(self, email: str) -> Dict[str, Any]:
+        """``POST /leads/people/export`` (Owners): everything lead capture holds about ``email``."""
+        return self._c.request("POST", "/leads/people/export", json_body={"email": email}, safe_to_retry=True).body
+
+    def erase(self, email: str) -> Dict[str, Any]:
+        """``POST /leads/people/erase`` (Owners): erases it (repeating it erases nothing more)."""
+        return self._c.request("POST", "/leads/people/erase", json_body={"email": email}, safe_to_retry=True).body
+
+    def erasures(self, email: str) -> Dict[str, Any]:
+        """``POST /leads/people/erasures`` (Owners): when ``email`` was erased."""
+        return self._c.request("POST", "/leads/people/erasures", json_body={"email": email}, safe_to_retry=True).body
+
+
 class Leads(Namespace):
     """Leads (in the installation's leads organization only)."""
+
+    def __init__(self, client: BaseClient) -> None:
+        super().__init__(client)
+        self.lists = LeadLists(client)
+        self.spam = LeadSpam(client)
+        self.people = LeadPeople(client)
 
     @paginated
     def demo_requests(self, *, q: Optional[str] = None, limit: Optional[int] = None) -> Paginator[Lead]:
@@ -447,6 +512,49 @@ class Leads(Namespace):
     def newsletter(self, *, q: Optional[str] = None, limit: Optional[int] = None) -> Paginator[Lead]:
         """``GET /leads/newsletter``: newest first; ``q`` searches."""
         return self._c.paginate("/leads/newsletter", "leads", {"q": q, "limit": limit})
+
+    @paginated
+    def outbox(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> Paginator[Dict[str, Any]]:
+        """``GET /leads/outbox``: every lead mail queued, its state and attempts."""
+        return self._c.paginate("/leads/outbox", "mails", {"status": status, "limit": limit})
+
+
+class Reports(Namespace):
+    """Reports over a window: ``from_``/``to`` (ISO 8601; the last 7 days by default), ``tz``
+    (an IANA zone, UTC by default)."""
+
+    def _get(self, path: str, **params: Any) -> Dict[str, Any]:
+        if "from_" in params:
+            params["from"] = params.pop("from_")
+        return self._c.get_json(path, params)
+
+    def decisions(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, bucket: Optional[str] = None, group: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """``GET /reports/decisions``: decisions over time, per ``bucket`` (hour, day) and ``group``."""
+        return self._get("/reports/decisions", from_=from_, to=to, tz=tz, bucket=bucket, group=group, limit=limit)
+
+    def denials(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """``GET /reports/denials``: the most denied agents and actions."""
+        return self._get("/reports/denials", from_=from_, to=to, tz=tz, limit=limit)
+
+    def approvals(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """``GET /reports/approvals``: outcomes, time to decision, what waits now."""
+        return self._get("/reports/approvals", from_=from_, to=to, tz=tz, limit=limit)
+
+    def policies(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None) -> Dict[str, Any]:
+        """``GET /reports/policies``: hits per policy version, unmatched policies."""
+        return self._get("/reports/policies", from_=from_, to=to, tz=tz)
+
+    def policy(self, policy_id: str, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, bucket: Optional[str] = None) -> Dict[str, Any]:
+        """``GET /reports/policies/{policy_id}``: one policy's hits over time."""
+        return self._get(f"/reports/policies/{_p(policy_id)}", from_=from_, to=to, tz=tz, bucket=bucket)
+
+    def agents(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """``GET /reports/agents``: agents active in the window, discovered and gone."""
+        return self._get("/reports/agents", from_=from_, to=to, tz=tz, limit=limit)
+
+    def leads(self, *, from_: Optional[str] = None, to: Optional[str] = None, tz: Optional[str] = None, bucket: Optional[str] = None) -> Dict[str, Any]:
+        """``GET /reports/leads``: leads per day, source and list, and duplicates refused."""
+        return self._get("/reports/leads", from_=from_, to=to, tz=tz, bucket=bucket)
 
 
 NAMESPACES = {
@@ -463,6 +571,7 @@ NAMESPACES = {
     "webhooks": Webhooks,
     "mcp": Mcp,
     "leads": Leads,
+    "reports": Reports,
 }
 
 __all__ = ["NAMESPACES", "Namespace", "paginated", "StewardError"]

@@ -1,11 +1,12 @@
 """A live Steward for the client's tests: one server per test session, started the way an
 operator starts it (``node cli/launch.mjs start``) on an ephemeral port, on embedded PGlite in a
-temporary DATA_DIR, or on a fresh schema of TEST_DATABASE_URL's PostgreSQL when that is set.
+temporary DATA_DIR, or on a fresh database of TEST_DATABASE_URL's PostgreSQL when that is set.
 The organization, its Owner and the first key are made with the operator commands, as
 tests/cli/*.test.ts do. Every request the client sends is recorded, so the last test can check
 that each route of the route table was called at least once."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -61,6 +62,8 @@ def _node_env(data_dir: str, database_url: str | None) -> Dict[str, str]:
     })
     if database_url:
         env["DATABASE_URL"] = database_url
+        # On PostgreSQL the key that seals stored secrets (MCP headers, CAPTCHA secrets) is required.
+        env["SECRETS_KEY"] = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
     return env
 
 
@@ -81,7 +84,8 @@ def _psql(url: str, sql: str) -> None:
 class Live:
     """What the tests need of the running server."""
 
-    def __init__(self, url: str, org_id: str, owner_key: str) -> None:
+    def __init__(self, url: str, org_id: str, owner_key: str, env: Dict[str, str]) -> None:
+        self.env = env
         self.url = url
         self.org_id = org_id
         self.owner_key = owner_key
@@ -95,13 +99,14 @@ def live() -> Iterator[Live]:
     tmp = tempfile.mkdtemp(prefix="steward-py-")
     test_db = os.environ.get("TEST_DATABASE_URL")
     database_url = None
-    schema = None
+    database = None
     if test_db:
-        schema = f"py_{os.getpid()}_{secrets.token_hex(4)}"
-        _psql(test_db, f"create schema {schema}")
+        # A database of its own (not a schema): the server's migrator looks for its tables in
+        # every schema on the search path, and other test runs leave theirs in the shared one.
+        database = f"steward_py_{os.getpid()}_{secrets.token_hex(4)}"
+        _psql(test_db, f"create database {database}")
         parts = urllib.parse.urlsplit(test_db)
-        query = urllib.parse.parse_qsl(parts.query) + [("options", f"-c search_path={schema}")]
-        database_url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+        database_url = urllib.parse.urlunsplit(parts._replace(path="/" + database))
     env = _node_env(os.path.join(tmp, "data"), database_url)
     server = None
     try:
@@ -115,7 +120,7 @@ def live() -> Iterator[Live]:
         threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()  # type: ignore[union-attr]
         org_id = _operator(["org", "create", "--name", "Python client", "--owner-email", OWNER_EMAIL], env, OWNER_PASSWORD).splitlines()[-1]
         owner_key = _operator(["key", "create", "--org", org_id, "--role", "owner", "--name", "pytest"], env).splitlines()[-1]
-        yield Live(url, org_id, owner_key)
+        yield Live(url, org_id, owner_key, env)
     finally:
         if server is not None and server.poll() is None:
             server.terminate()
@@ -123,10 +128,10 @@ def live() -> Iterator[Live]:
                 server.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 server.kill()
-        if schema and test_db:
+        if database and test_db:
             try:
-                _psql(test_db, f"drop schema {schema} cascade")
-            except Exception:  # noqa: BLE001 - the schema is throwaway; a failed drop only leaves litter
+                _psql(test_db, f"drop database if exists {database} with (force)")
+            except Exception:  # noqa: BLE001 - the database is throwaway; a failed drop only leaves litter
                 pass
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -164,3 +169,37 @@ def person(live: Live) -> Steward:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="session")
+def other_org(live: Live) -> Live:
+    """A second organization (its own Owner key), for policies as code: apply replaces a whole set."""
+    org_id = _operator(["org", "create", "--name", "Policies as code", "--owner-email", "pac@py-client.example"], live.env, OWNER_PASSWORD).splitlines()[-1]
+    key = _operator(["key", "create", "--org", org_id, "--role", "owner", "--name", "pac"], live.env).splitlines()[-1]
+    return Live(live.url, org_id, key, live.env)
+
+
+# An approval left to expire runs beside the whole session (the shortest approval timeout is
+# 30 s): test_00 starts guard waiting on it, test_zz checks that guard raised ApprovalExpired.
+EXPIRY: Dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def expiring(steward: Steward) -> Dict[str, object]:
+    if EXPIRY:
+        return EXPIRY
+    steward.policies.create(name=unique("expire"), effect="require_approval", actions=["py.expire.*"], approval={"timeout_seconds": 30})
+    handle = steward.agents.create(unique("expiring-bot"))["handle"]
+
+    def wait() -> None:
+        try:
+            with steward.guard("py.expire.now", agent=handle, args={"n": 1}, timeout=120, on_approval=lambda a: EXPIRY.update(approval=dict(a))):
+                EXPIRY["ran"] = True
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what was raised
+            EXPIRY["raised"] = exc
+
+    thread = threading.Thread(target=wait, daemon=True)
+    EXPIRY["thread"] = thread
+    EXPIRY["started"] = time.monotonic()
+    thread.start()
+    return EXPIRY

@@ -1,6 +1,8 @@
 """Every method against the live server: one real call each, asserting what it answers."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import OWNER_EMAIL, unique
@@ -155,3 +157,47 @@ def test_auth(live, steward):
     assert fresh["access_token"] != token["access_token"]
     by_key = steward.auth.login(api_key=live.owner_key)
     assert by_key["access_token"].startswith("stw_at_")
+
+
+def test_usage_and_reports(steward, agent, live):
+    assert isinstance(steward.agents.usage(agent["agent_id"]), dict)
+    key = steward.agents.create_key(agent["agent_id"])["api_key"]
+    assert isinstance(live.client(key).agents.my_usage(), dict)
+    assert steward.reports.decisions(bucket="day", group="outcome", tz="Europe/Paris")["tz"] == "Europe/Paris"
+    assert set(steward.reports.denials(limit=5)) >= {"from", "to", "agents", "actions"}
+    assert "pending" in steward.reports.approvals()
+    assert "policies" in steward.reports.policies()
+    policy = steward.policies.create(name=unique("report"), effect="allow", actions=["report.*"])
+    assert isinstance(steward.reports.policy(policy["policy_id"], bucket="hour"), dict)
+    assert "agents" in steward.reports.agents(from_="2026-01-01T00:00:00Z")
+    assert "per_day" in steward.reports.leads()
+
+
+def test_lead_lists_spam_outbox_and_people(steward):
+    lists = steward.leads.lists.list()
+    assert [entry["list"] for entry in lists["lists"]] == ["demo-requests", "newsletter"]
+    assert steward.leads.lists.get("newsletter")["list"] == "newsletter"
+    assert steward.leads.lists.update("newsletter", consent_text="Yes, send me news", consent_version="v1")["consent_version"] == "v1"
+    assert steward.leads.lists.update_spam_settings("newsletter", honeypot_field="website")["honeypot_field"] == "website"
+    assert steward.leads.lists.spam_settings("newsletter")["honeypot_field"] == "website"
+    # Each process may keep a list's spam settings for 2 s (documented): wait them out.
+    changed_at = time.monotonic()
+    assert isinstance(steward.leads.outbox(status="pending").to_list(), list)
+    time.sleep(max(0.0, 2.2 - (time.monotonic() - changed_at)))
+    email = unique("lead") + "@py-client.example"
+    steward.request("POST", "/newsletter", json_body={"email": email, "website": "http://spam.example"}, auth=False)
+    spam = [s for s in steward.leads.spam.list(list="newsletter") if email in json_text(s)]
+    assert len(spam) == 1
+    steward.leads.spam.restore(spam[0].get("id") or spam[0].get("spam_id"))
+    assert [lead["email"] for lead in steward.leads.newsletter(q=email)] == [email]
+    exported = steward.leads.people.export(email)
+    assert exported["email"] == email and exported["records"]
+    steward.leads.people.erase(email)
+    assert steward.leads.newsletter(q=email).to_list() == []
+    assert len(steward.leads.people.erasures(email)["erasures"]) == 1
+
+
+def json_text(value):
+    import json
+
+    return json.dumps(value)
