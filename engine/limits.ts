@@ -255,7 +255,7 @@ export function addTo(window: LimitWindow, state: CounterState, amount: number, 
   if (window.type !== 'rolling') return { ...state, used: state.used + amount }
   const width = bucketWidthMs(window)
   const key = String(Math.floor(now / width) * width)
-  const buckets = { ...(state.buckets ?? {}) }
+  const buckets: Record<string, number> = { ...state.buckets }
   buckets[key] = (buckets[key] ?? 0) + amount
   return { window_start: 0, used: state.used + amount, buckets }
 }
