@@ -123,6 +123,12 @@ t.test('retries: 429 with Retry-After, then 503, then 200; the idempotency key i
   await recording(once.url).steward.policies.update(crypto.randomUUID(), { enabled: false }).catch(() => {})
   t.equal(once.seen.length, 1)
 
+  // No answer at all: retried like a 5xx, then APIConnectionError.
+  let calls = 0
+  const unreachable = recording('http://127.0.0.1:1', { fetch: async () => { calls++; throw new TypeError('fetch failed') } })
+  t.type(await unreachable.steward.organization.get().catch((e) => e), APIConnectionError)
+  t.same([calls, unreachable.delays.length], [3, 2])
+
   // A Retry-After beyond the cap is not waited for: the error says when to come back.
   const later = await stub([{ status: 429, headers: { 'retry-after': '120' } }])
   const limited = recording(later.url)

@@ -11,6 +11,12 @@ type Body<K extends keyof Operations> = Operations[K]['body']
 type Answer<K extends keyof Operations> = Promise<Operations[K]['response']>
 type Item<K extends keyof Operations, F extends keyof Operations[K]['response']> = Operations[K]['response'][F] extends Array<infer I> ? I : never
 
+/** A random idempotency key; crypto.randomUUID is missing from browsers' insecure contexts. */
+function randomKey(): string {
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID()
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, '0')).join('')
+}
+
 abstract class Namespace {
   protected readonly c: Core
   constructor(core: Core) {
@@ -169,7 +175,7 @@ export class Decisions extends Namespace {
    * every retry: a retried decision is answered with the first one, never decided twice.
    */
   decide(body: Body<'decide'>): Answer<'decide'> {
-    const keyed = { ...body, idempotency_key: body.idempotency_key ?? crypto.randomUUID() }
+    const keyed = { ...body, idempotency_key: body.idempotency_key ?? randomKey() }
     return this.c.call('decide', { body: keyed }, { safeToRetry: true })
   }
   /** POST /decisions/simulate: what would be decided; nothing is logged. */
