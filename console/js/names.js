@@ -115,3 +115,22 @@ export async function refLabel(ref) {
     : null
   return found ?? `${KINDS[type] ?? type} ${short(id)}`
 }
+
+/** The API's "user:<uuid>", "key:<uuid>" or "operator" (who made a policy version, a key…) in words. */
+export function creatorLabel(creator) {
+  const [type, id] = String(creator ?? '').split(':')
+  return refLabel({ type, id: id ?? null })
+}
+
+/** A table cell showing who made something: the raw value at once, the name once it is known. */
+export function creatorCell(creator) {
+  const cell = document.createElement('span')
+  cell.textContent = creator ?? '—'
+  if (creator) {
+    cell.title = creator
+    void creatorLabel(creator).then((text) => {
+      cell.textContent = text
+    })
+  }
+  return cell
+}

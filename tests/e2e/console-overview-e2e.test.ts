@@ -169,7 +169,9 @@ async function run(): Promise<void> {
     t.equal(await summary.textContent(), '2 decisions in the last 30 days matched this policy in monitor mode; enforcing it would have changed 2 of them.')
     const rows = (await rowsOf('Hits per day of No exports (trial)')).filter((row) => row[3] !== '0')
     t.same(rows.map((row) => row.slice(1)), [['0', '2', '2']], 'same answer, would have changed, total')
-    t.equal(trial.policy_id !== undefined, true)
+    await page.waitForFunction(() => document.querySelector('section[aria-labelledby="versions-title"] tbody td:nth-child(3)')?.textContent?.startsWith('key “'))
+    t.same((await rowsOf('Versions')).map((row) => row[2]), ['key “admin key”'], 'who wrote the version, by name')
+    t.equal(typeof trial.policy_id, 'string')
     await axe('overview-policy-hits')
   })
 

@@ -4,6 +4,7 @@
 import { api, can, currentSession, qs } from '../api.js'
 import { announce, badge, errorBox, field, h, put, splitList, table, unavailable, when } from '../dom.js'
 import { policyHits } from './policy-hits.js'
+import { creatorCell } from '../names.js'
 import { renderPolicyCode } from './policies-code.js'
 
 const org = () => currentSession().organizationId
@@ -249,7 +250,7 @@ function renderEditor(main, id) {
         table('Versions', [
           ['Version', (v) => String(v.version)],
           ['Written', (v) => when(v.created_at)],
-          ['By', (v) => v.created_by],
+          ['By', (v) => creatorCell(v.created_by)],
           ['Effect', (v) => badge(v.effect)],
           ['Condition', (v) => (v.condition ? h('code', { text: v.condition }) : '—')],
           ['', (v) => (writable ? h('button', { type: 'button', 'aria-label': `Roll back to version ${v.version}`, text: 'Roll back', onclick: () => rollback(v.version) }) : '')],
