@@ -131,6 +131,11 @@ export async function planPolicySet(db: Kysely<Database>, organizationId: string
   ]
   const replayed = drafts.length === 0 ? NOTHING_REPLAYED : await replayDecisions(db, organizationId, { ...replay, drafts })
   if (replayed === null) return null
+  // The replay names a new policy by its place among the drafts; the plan, by its place in the file.
+  const fileIndex = new Map(diff.create.map((fields, index) => [`draft:${drafts.length - diff.create.length + index}`, `draft:${desired.indexOf(fields)}`]))
+  for (const sample of replayed.sample) {
+    for (const reason of sample.reasons) if (typeof reason.policy_id === 'string' && fileIndex.has(reason.policy_id)) reason.policy_id = fileIndex.get(reason.policy_id)
+  }
   return {
     base: fingerprintOf(inForce),
     create: diff.create.map((fields) => ({ name: fields.name, policy: contentOf(fields) })),

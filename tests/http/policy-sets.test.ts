@@ -72,6 +72,7 @@ t.test('plan shows exactly the diff, and apply writes it as one revision', async
     policies: [
       seeded('A'),
       { name: 'Internal email', effect: 'allow', actions: ['email.send'], condition: 'args.external == false', mode: 'monitor', description: 'Only inside' },
+      { name: 'Unused', effect: 'deny', actions: ['never.*'] },
       { name: 'Reports allowed', effect: 'allow', actions: ['reports.*'] },
     ],
   }
@@ -83,6 +84,10 @@ t.test('plan shows exactly the diff, and apply writes it as one revision', async
   t.same(plan, {
     base: plan.base,
     create: [
+      {
+        name: 'Unused',
+        policy: { name: 'Unused', description: '', effect: 'deny', agents: ['*'], actions: ['never.*'], resources: ['*'], condition: null, approval: null, mode: 'enforce', enabled: true, limits: [] },
+      },
       {
         name: 'Reports allowed',
         policy: { name: 'Reports allowed', description: '', effect: 'allow', agents: ['*'], actions: ['reports.*'], resources: ['*'], condition: null, approval: null, mode: 'enforce', enabled: true, limits: [] },
@@ -97,35 +102,39 @@ t.test('plan shows exactly the diff, and apply writes it as one revision', async
       sample: [plan.replay.sample[0]],
     },
   })
-  t.same(plan.replay.sample[0].reasons, [{ policy_id: 'draft:2', version: 1, name: 'Reports allowed', effect: 'allow', mode: 'enforce' }])
+  t.same(plan.replay.sample[0].reasons, [{ policy_id: 'draft:3', version: 1, name: 'Reports allowed', effect: 'allow', mode: 'enforce' }])
   t.same(await stateOf(app, vars), before, 'a plan writes nothing')
 
   const applied = await app.call('POST', '/policies/apply', { token: vars.MANAGER_KEY_A, json: { policies: file.policies, base: plan.base } })
   t.equal(applied.status, 200)
   const answer = await jsonOf(applied)
   const after = await stateOf(app, vars)
-  const reports = after.inForce.find((p: any) => p.name === 'Reports allowed')
+  const idOf = (name: string) => after.inForce.find((p: any) => p.name === name).policy_id
   t.same(answer, {
     applied: true,
     base: answer.base,
-    create: [{ policy_id: reports.policy_id, name: 'Reports allowed', version: 1 }],
+    create: [
+      { policy_id: idOf('Unused'), name: 'Unused', version: 1 },
+      { policy_id: idOf('Reports allowed'), name: 'Reports allowed', version: 1 },
+    ],
     change: [{ policy_id: email.policy_id, name: 'Internal email', version: 2 }],
     archive: [{ policy_id: old.policy_id, name: 'Old rule', version: 2 }],
   })
   t.not(answer.base, plan.base)
   t.equal(after.revision, before.revision + 1, 'one ruleset revision for the whole set')
-  t.equal(after.versions, before.versions + 3, 'each written policy gets its version')
-  t.same(after.events.slice(before.events.length), ['policy.archived', 'policy.updated', 'policy.created'])
+  t.equal(after.versions, before.versions + 4, 'each written policy gets its version')
+  t.same(after.events.slice(before.events.length), ['policy.archived', 'policy.updated', 'policy.created', 'policy.created'])
   t.same(after.inForce.map((p: any) => [p.name, p.version, p.mode]).sort(), [
     ['Internal email', 2, 'monitor'],
     ['Payments need approval (A)', 1, 'enforce'],
     ['Reports allowed', 1, 'enforce'],
+    ['Unused', 1, 'enforce'],
   ])
   t.same(after.archived.map((p: any) => [p.name, p.version]), [['Old rule', 2]])
 
   // The same file again: nothing to change, nothing written, the base stays.
   const again = await jsonOf(await app.call('POST', '/policies/plan', { token: vars.MANAGER_KEY_A, json: file }))
-  t.same(again, { base: answer.base, create: [], change: [], archive: [], unchanged: 3, replay: { evaluated: 0, changed: {}, sample: [] } })
+  t.same(again, { base: answer.base, create: [], change: [], archive: [], unchanged: 4, replay: { evaluated: 0, changed: {}, sample: [] } })
   const noop = await app.call('POST', '/policies/apply', { token: vars.MANAGER_KEY_A, json: { policies: file.policies, base: again.base } })
   t.equal(noop.status, 200)
   t.same(await jsonOf(noop), { applied: false, base: answer.base, create: [], change: [], archive: [] })
