@@ -25,3 +25,10 @@ __all__ = [
     "APIConnectionError", "APITimeoutError", "ActionDenied", "ApprovalExpired", "ApprovalTimeout", "ApprovalPending",
     "__version__",
 ]
+
+# Tracebacks name the public import path (steward_client.ActionDenied), not the private module.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) and _value.__module__.startswith("steward_client._"):
+        _value.__module__ = "steward_client"
+del _name, _value

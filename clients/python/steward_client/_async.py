@@ -134,6 +134,13 @@ class AsyncSteward:
         ctx = contextvars.copy_context()
         return await loop.run_in_executor(self._executor, functools.partial(ctx.run, fn, *args))
 
+    @classmethod
+    async def signed_in(cls, email: str, password: str, *, organization_id: Optional[str] = None, base_url: Optional[str] = None, **options: Any) -> "AsyncSteward":
+        """See :meth:`Steward.signed_in`."""
+        client = cls(api_key="", base_url=base_url, **options)
+        await client.sign_in(email, password, organization_id)
+        return client
+
     async def sign_in(self, email: str, password: str, organization_id: Optional[str] = None) -> Dict[str, Any]:
         """See :meth:`Steward.sign_in`."""
         return await self._run(self._client.sign_in, email, password, organization_id)

@@ -171,7 +171,8 @@ class BaseClient:
         user_agent: Optional[str] = None,
         default_headers: Optional[Mapping[str, str]] = None,
     ) -> None:
-        self._api_key = api_key if api_key is not None else (os.environ.get("STEWARD_API_KEY") or None)
+        # api_key="" means "no key" (a client that will sign in), None "from the environment".
+        self._api_key = (api_key or None) if api_key is not None else (os.environ.get("STEWARD_API_KEY") or None)
         url = base_url if base_url is not None else (os.environ.get("STEWARD_BASE_URL") or DEFAULT_BASE_URL)
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:

@@ -42,6 +42,14 @@ class Steward(BaseClient):
         self.leads = Leads(self)
         self.reports = Reports(self)
 
+    @classmethod
+    def signed_in(cls, email: str, password: str, *, organization_id: Optional[str] = None, base_url: Optional[str] = None, **options: Any) -> "Steward":
+        """A new client acting as the person ``email`` (``POST /auth/login``), its session
+        refreshed before expiry: ``Steward.signed_in("ada@acme.example", password)``."""
+        client = cls(api_key="", base_url=base_url, **options)
+        client.sign_in(email, password, organization_id)
+        return client
+
     def guard(
         self,
         action: str,

@@ -25,9 +25,10 @@ def test_sign_in_then_refresh_before_expiry(live):
     assert first not in repr(client) and client._session.access_token not in repr(client)
 
 
-def test_a_token_refused_early_is_refreshed_once(live):
-    client = Steward(api_key=None, base_url=live.url)
-    client.sign_in(OWNER_EMAIL, OWNER_PASSWORD)
+def test_a_token_refused_early_is_refreshed_once(live, monkeypatch):
+    monkeypatch.setenv("STEWARD_API_KEY", live.owner_key)
+    client = Steward.signed_in(OWNER_EMAIL, OWNER_PASSWORD, base_url=live.url)
+    assert client._api_key is None  # a signed-in client never falls back to the environment's key
     client._session.access_token = "stw_at_" + "a" * 39  # as if revoked under our feet
     assert client.organization.get()["organization_id"] == live.org_id
 
