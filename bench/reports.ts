@@ -6,6 +6,7 @@
 // catches up) and once the rollup holds every row. The goal is ≤ 200 ms on PostgreSQL.
 //
 //   DATABASE_URL=postgres://… node --import tsx bench/reports.ts [--decisions 1000000] [--runs 5]
+import os from 'node:os'
 import { sql } from 'kysely'
 import { parseScriptArgs } from '../cli/command.ts'
 import { openDatabase } from '../database/connect.ts'
@@ -24,6 +25,7 @@ const INSERT_ROWS = 20_000
 const DAYS = 30
 const url = process.env.DATABASE_URL ?? 'memory://'
 
+const loadAtStart = os.loadavg()[0]!
 const handle = await openDatabase({ databaseUrl: url, dataDir: '', logger: silentLogger })
 const db = handle.db
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -93,7 +95,7 @@ try {
 
   const kind = handle.kind === 'postgres' ? 'PostgreSQL' : 'PGlite (in memory)'
   const ok = (value: number) => (value <= 200 ? '✓' : '✗')
-  console.log(`Node ${process.version}; ${kind}; ${DECISIONS.toLocaleString('en')} decisions over ${DAYS} days (${(DECISIONS * 0.9).toLocaleString('en')} of the organization reported on) inserted in ${(insertMs / 1000).toFixed(1)} s; median of ${RUNS} runs each.`)
+  console.log(`Node ${process.version}; ${kind}; ${DECISIONS.toLocaleString('en')} decisions over ${DAYS} days (${(DECISIONS * 0.9).toLocaleString('en')} of the organization reported on) inserted in ${(insertMs / 1000).toFixed(1)} s; median of ${RUNS} runs each; ${os.cpus().length} cores, load average ${loadAtStart.toFixed(1)} at the start, ${os.loadavg()[0]!.toFixed(1)} at the end.`)
   console.log('')
   console.log('| measurement | result |')
   console.log('|---|---|')

@@ -8,8 +8,8 @@ import { turn } from '../database/turn.ts'
 import { organizationsBehind, pruneRollup, rollUpChunk } from '../storage/report-rollup.ts'
 
 export const ROLLUP_INTERVAL_MS = 60_000
-/** Chunks per organization per pass: a large backlog (a first pass over an old log) spreads over several minutes. */
-const MAX_CHUNKS_PER_PASS = 25
+/** Chunks per organization per pass (up to 500,000 rows a minute): a larger backlog (a first pass over an old log) spreads over several minutes. */
+const MAX_CHUNKS_PER_PASS = 250
 const PRUNE_EVERY_PASSES = 60
 
 export interface ReportRollup {
