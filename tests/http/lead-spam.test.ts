@@ -9,6 +9,8 @@ import { jsonOf } from '../support/product-support.ts'
 import { downUrl, leadsApp, startCaptchaStub } from '../support/lead-spam-support.ts'
 import { streamLeads } from '../../storage/leads.ts'
 import { startSpamPurge } from '../../jobs/lead-spam-purge.ts'
+import { fanOut } from '../../storage/webhook-fanout.ts'
+import { webhookPayloads } from '../../services/webhook-payloads.ts'
 import { CAPTCHA_FAILED, CAPTCHA_MISSING, CAPTCHA_UNAVAILABLE } from '../../services/lead-spam.ts'
 
 const app = await leadsApp(t)
@@ -102,6 +104,9 @@ t.test('settings: everything off by default; read by Owners and Admins of the ho
 
 t.test('honeypot: a hit answers exactly as a stored lead, is kept as spam, never a lead, an event or a mail', async (t) => {
   for (const list of ['newsletter', 'demo-requests']) t.equal((await patch(list, { honeypot_field: 'website' })).status, 200)
+  const hook = await app.call('POST', '/webhooks', { token: OWNER, json: { url: 'https://hooks.example.com/leads', event_types: ['lead.created'] } })
+  t.equal(hook.status, 201)
+  const webhookId = (await jsonOf(hook)).webhook_id
   const events = await leadEvents()
   const real = nextEmail('real')
   const bot = nextEmail('bot')
@@ -127,7 +132,15 @@ t.test('honeypot: a hit answers exactly as a stored lead, is kept as spam, never
   t.equal((await post('/newsletter', { email: blank, website: '  ' })).status, 200)
   t.equal(await inList('newsletter_subscriptions', blank), 1)
 
-  t.equal(await leadEvents(), events + 4, 'lead.created only for the three people and the blank honeypot: no event, so no webhook')
+  t.equal(await leadEvents(), events + 4, 'lead.created only for the three people and the blank honeypot')
+  // Fan the events out to the webhook (the server's own pass may have done it first: then ours moves nothing).
+  while ((await fanOut(app.db, new Date(app.clock.now), webhookPayloads('https://api.example.com'))) === null);
+  const deliveries = await app.db.selectFrom('webhook_deliveries').select(['type', 'payload']).where('webhook_id', '=', webhookId).execute()
+  t.equal(deliveries.length, 4, 'a webhook delivery for each person, none for a bot')
+  const ids = new Set((await app.db.selectFrom('newsletter_subscriptions').select('id').where('email_normalized', 'like', 'bot-%').execute()).map((row) => Number(row.id)))
+  t.equal(ids.size, 0)
+  t.ok(deliveries.every((delivery) => delivery.type === 'lead.created' && !delivery.payload.includes('bot-')))
+  t.equal((await app.call('DELETE', `/webhooks/${webhookId}`, { token: OWNER })).status, 204)
   t.equal(await inList('newsletter_subscriptions', bot), 0)
   const exported: string[] = []
   for (const list of ['demo', 'newsletter'] as const) for await (const lead of streamLeads(app.db, list)) exported.push(lead.email)
