@@ -23,9 +23,9 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
 
-from ._errors import APIConnectionError, APIStatusError, APITimeoutError, AuthenticationError, StewardError, status_error
+from ._errors import APIConnectionError, APITimeoutError, AuthenticationError, StewardError, status_error
 from ._version import __version__
 
 T = TypeVar("T")
@@ -396,8 +396,4 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def unexpected(message: str) -> StewardError:
-    return StewardError(message)
-
-
-__all__ = ["BaseClient", "Paginator", "Page", "Response", "path_param", "APIStatusError"]
+__all__ = ["BaseClient", "Paginator", "Page", "Response", "path_param", "clean_params"]

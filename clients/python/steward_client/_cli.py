@@ -15,7 +15,7 @@ import getpass
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 from ._client import Steward
 from ._errors import ActionDenied, APIConnectionError, APIStatusError, ApprovalExpired, ApprovalPending, ApprovalTimeout, StewardError
@@ -124,7 +124,7 @@ def _items(paginator: Any, limit: Optional[int]) -> List[Dict[str, Any]]:
     return paginator.to_list(limit)
 
 
-def _decision_exit(decision: Dict[str, Any]) -> int:
+def _decision_exit(decision: Mapping[str, Any]) -> int:
     outcome = decision.get("decision")
     return EXIT_OK if outcome == "allow" else EXIT_PENDING if outcome == "require_approval" else EXIT_DENY
 
@@ -145,7 +145,7 @@ def cmd_decide(c: Steward, a: argparse.Namespace, o: Output) -> int:
 APPROVAL_COLUMNS = ["approval_id", "status", "agent", "action", "resource", "expires_at"]
 
 
-def _approval_exit(approval: Dict[str, Any]) -> int:
+def _approval_exit(approval: Mapping[str, Any]) -> int:
     status = approval.get("status")
     if status in ("approved", "consumed"):
         return EXIT_OK
@@ -223,7 +223,7 @@ def _label(text: str) -> tuple:
 POLICY_COLUMNS = ["policy_id", "name", "effect", "mode", "version", "actions"]
 
 
-def _show_plan(plan: Dict[str, Any], out: TextIO) -> None:
+def _show_plan(plan: Mapping[str, Any], out: TextIO) -> None:
     for item in plan.get("create") or []:
         policy = item.get("policy") or {}
         out.write(f"+ create   {item.get('name')!r}  ({policy.get('effect')}, actions {_cell(policy.get('actions'))})\n")
@@ -242,7 +242,7 @@ def _show_plan(plan: Dict[str, Any], out: TextIO) -> None:
     out.write(f"base: {plan.get('base')}\n")
 
 
-def _plan_is_empty(plan: Dict[str, Any]) -> bool:
+def _plan_is_empty(plan: Mapping[str, Any]) -> bool:
     return not (plan.get("create") or plan.get("change") or plan.get("archive"))
 
 
@@ -256,8 +256,7 @@ def cmd_policies(c: Steward, a: argparse.Namespace, o: Output) -> int:
     elif a.sub == "rollback":
         o.emit(c.policies.rollback(a.policy_id, a.version))
     elif a.sub == "replay":
-        result = c.policies.replay(load_policy_file(a.file), from_=a.from_, to=a.to, limit=a.replay_limit)
-        o.emit(result)
+        o.emit(c.policies.replay(load_policy_file(a.file), from_=a.from_, to=a.to, limit=a.replay_limit))
     elif a.sub == "plan":
         replay = {k: v for k, v in {"from": a.from_, "to": a.to, "limit": a.replay_limit}.items() if v is not None}
         plan = c.policies.plan(load_policy_file(a.file), replay=replay or None)

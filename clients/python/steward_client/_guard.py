@@ -198,14 +198,14 @@ class Guard:
     def __enter__(self) -> Decision:
         return self._clone_for_block().authorize(self._block_arguments())
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
     async def __aenter__(self) -> Decision:
         return await self._clone_for_block()._authorize_async(self._block_arguments())
 
-    async def __aexit__(self, *exc: Any) -> bool:
-        return False
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
 
     def _clone_for_block(self) -> "Guard":
         clone = self._clone()

@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from ._base import BaseClient, Paginator, path_param as _p
-from ._errors import ApprovalTimeout, StewardError
+from ._errors import ApprovalTimeout
 from .types import (
     Agent, ApiKey, Approval, AuditEvent, AuditVerification, Capability, Decision, Invitation, Lead,
     LoggedDecision, McpServer, Member, Organization, Policy, PolicyApply, PolicyPlan, Replay, Token,
@@ -574,4 +574,4 @@ NAMESPACES = {
     "reports": Reports,
 }
 
-__all__ = ["NAMESPACES", "Namespace", "paginated", "StewardError"]
+__all__ = ["NAMESPACES", "NO_KEY", "Namespace", "paginated"]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import unique
-from steward_client import ActionDenied, ApprovalExpired, ApprovalPending, ApprovalTimeout, AsyncSteward, Steward
+from steward_client import ActionDenied, ApprovalExpired, ApprovalPending, ApprovalTimeout, AsyncSteward
 
 
 @pytest.fixture(scope="module")
