@@ -44,13 +44,19 @@ const RULE_LABELS: Readonly<Record<string, string>> = {
   'rule:agent_suspended': 'suspended agent',
 }
 
-/** A time zone PostgreSQL does not know (one Intl knows but the database does not) is a 400, not a 500. */
+export const REPORT_TOO_SLOW = 'The report took longer than the database allows a statement: ask for a shorter window'
+
+/**
+ * A time zone PostgreSQL does not know (one Intl knows but the database does not) is a 400, and a
+ * report cut by the statement timeout a 503, never a 500.
+ */
 export async function withZone<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work()
   } catch (error) {
     const { code, message } = error as { code?: string; message?: string }
     if (code === '22023' && /time zone/i.test(message ?? '')) throw new HttpError(400, 'tz is not an IANA time zone this database knows')
+    if (code === '57014') throw new HttpError(503, REPORT_TOO_SLOW, { headers: { 'Retry-After': '60' } })
     throw error
   }
 }
@@ -129,8 +135,8 @@ export function createReports(db: Kysely<Database>) {
     },
 
     async approvals(organizationId: string, window: ReportWindow, now: Date, limit: number) {
-      const counts = await approvalCounts(db, organizationId, window.from, window.to, now)
-      const waiting = await waitingApprovals(db, organizationId, now, limit)
+      const counts = await withZone(() => approvalCounts(db, organizationId, window.from, window.to, now))
+      const waiting = await withZone(() => waitingApprovals(db, organizationId, now, limit))
       const { p50, p90, ...rest } = counts
       return {
         from: window.from.toISOString(),
