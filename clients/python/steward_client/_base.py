@@ -6,8 +6,8 @@ Retries follow the model of openai-python: ``max_retries`` (2 by default) more a
 minus up to 25 %), a ``Retry-After`` of up to ``max_retry_after`` seconds honoured as it is (a
 longer one is not waited for: the error is raised with ``retry_after`` set). A request that is
 not a GET is retried only when it is safe to repeat: it carries an idempotency key that stays the
-same on every attempt (decisions), or it writes nothing (simulate, replay, plan), or the server
-makes its repetition harmless (a refresh presented again within 10 s).
+same on every attempt (decisions), or it writes nothing (simulate, replay, plan, a lead export),
+or the server makes its repetition harmless (a refresh presented again within 10 s, an erasure).
 """
 from __future__ import annotations
 

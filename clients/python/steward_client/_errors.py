@@ -1,7 +1,8 @@
 """The exceptions the client raises.
 
 Every exception derives from :class:`StewardError`. An HTTP error answer raises the subclass of
-:class:`APIStatusError` for its status family; a request that got no answer raises
+:class:`APIStatusError` for its status family (:class:`APIStatusError` itself for a status
+without one: 405, 408, 410, 415…); a request that got no answer raises
 :class:`APIConnectionError` (or :class:`APITimeoutError`). A governed action that may not run
 raises :class:`ActionDenied` (or one of its subclasses). Messages never hold a credential: they
 are built from the server's error text, the status and the request id only.
@@ -81,7 +82,7 @@ class PayloadTooLargeError(APIStatusError):
 
 
 class UnprocessableEntityError(APIStatusError):
-    """Any other 4xx status (405, 410, 415, 422…)."""
+    """422: the request was understood but cannot be carried out."""
 
 
 class RateLimitError(APIStatusError):
@@ -97,9 +98,9 @@ _BY_STATUS = {
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
-    408: UnprocessableEntityError,
     409: ConflictError,
     413: PayloadTooLargeError,
+    422: UnprocessableEntityError,
     429: RateLimitError,
 }
 
@@ -115,7 +116,8 @@ def status_error(status: int, body: Any, request_id: Optional[str], retry_after:
                 break
     if not error:
         error = f"HTTP {status}"
-    cls = ServerError if status >= 500 else _BY_STATUS.get(status, UnprocessableEntityError)
+    # Another status (405, 408, 410, 415…) raises APIStatusError itself.
+    cls = ServerError if status >= 500 else _BY_STATUS.get(status, APIStatusError)
     return cls(status, error, body=body, request_id=request_id, retry_after=retry_after)
 
 

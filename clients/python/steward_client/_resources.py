@@ -291,8 +291,8 @@ class Policies(Namespace):
     def apply(self, policies: Iterable[Mapping[str, Any]], *, base: str) -> PolicyApply:
         """``POST /policies/apply``: makes exactly the planned change, atomically; 409
         (:class:`ConflictError`) when the set changed since the plan whose ``base`` is given.
-        Safe to retry: a repeat finds nothing to change (``applied: false``) or a new base (409)."""
-        return self._c.request("POST", "/policies/apply", json_body={"policies": [dict(p) for p in policies], "base": base}, safe_to_retry=True).body
+        Never retried: after a lost answer, plan again to see whether it was applied."""
+        return self._c.request("POST", "/policies/apply", json_body={"policies": [dict(p) for p in policies], "base": base}).body
 
 
 class OrganizationNs(Namespace):

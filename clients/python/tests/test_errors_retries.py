@@ -8,7 +8,7 @@ from conftest import unique
 from stub import Stub, closed_port_url
 from steward_client import (
     APIConnectionError, APIStatusError, APITimeoutError, AuthenticationError, BadRequestError, ConflictError, NotFoundError,
-    PayloadTooLargeError, PermissionDeniedError, RateLimitError, ServerError, Steward, StewardError,
+    PayloadTooLargeError, PermissionDeniedError, RateLimitError, ServerError, Steward, StewardError, UnprocessableEntityError,
 )
 
 DENY = {"decision_id": "d1", "decision": "deny", "reasons": [{"rule": "default_decision"}], "approval": None}
@@ -57,7 +57,11 @@ def test_status_classes_from_the_live_server(live, steward):
     with pytest.raises(PayloadTooLargeError) as e:
         steward.agents.create(unique("big"), description="x" * 2_000_000)
     cases.append(e.value)
-    assert [c.status for c in cases] == [400, 401, 403, 404, 409, 413]
+    with pytest.raises(APIStatusError) as e:
+        steward.request("POST", "/members", json_body={})
+    assert type(e.value) is APIStatusError
+    cases.append(e.value)
+    assert [c.status for c in cases] == [400, 401, 403, 404, 409, 413, 405]
     for error in cases:
         assert isinstance(error, APIStatusError) and isinstance(error, StewardError)
         assert error.error and error.request_id, error
@@ -70,6 +74,10 @@ def test_rate_limit_and_server_errors(stub):
     with pytest.raises(RateLimitError) as e:
         client.organization.get()
     assert (e.value.status, e.value.error, e.value.retry_after, e.value.request_id) == (429, "Slow down", 7.0, "req-1")
+    s = stub([(422, {}, {"status": "Unprocessable Content", "error": "No"})])
+    with pytest.raises(UnprocessableEntityError) as e:
+        Steward(api_key="k", base_url=s.url, max_retries=0).organization.get()
+    assert (e.value.status, e.value.error) == (422, "No")
     s = stub([(502, {}, None)])
     with pytest.raises(ServerError) as e:
         Steward(api_key="k", base_url=s.url, max_retries=0).organization.get()
