@@ -1,7 +1,8 @@
 // The console's "Policies as code" view, end to end in a real Chromium against a live server:
 // start from the policies in force, edit the file, see the plan (a change field by field, a
 // creation, an archive, the replay of a logged decision), apply it with the keyboard, and a
-// plan made stale by a change elsewhere refused. axe-core on each state.
+// plan made stale by a change elsewhere refused; axe-core on each state. And the TypeScript
+// client bundled and run inside the same Chromium against the server.
 import t from 'tap'
 import { serve } from '../../cli/serve.ts'
 import { freePort } from '../../bench/lib.ts'
@@ -69,7 +70,7 @@ async function run(): Promise<void> {
     const apply = page.getByRole('button', { name: 'Apply this plan' })
     await apply.focus()
     await page.keyboard.press('Enter')
-    await page.getByText('Applied: 1 created, 1 changed, 1 archived.').waitFor()
+    await page.locator('#main').getByText('Applied: 1 created, 1 changed, 1 archived.').waitFor()
     t.notOk(await apply.isVisible(), 'an applied plan cannot be applied twice')
     const inForce = await jsonOf(await world.call('GET', `/policies?organization_id=${vars.ORG_A}`, { token: admin }))
     t.same(inForce.policies.map((p: any) => [p.name, p.mode]).sort(), [['Payments need approval (A)', 'monitor'], ['Reports allowed', 'enforce']])
@@ -92,6 +93,30 @@ async function run(): Promise<void> {
     await page.getByRole('button', { name: 'Plan', exact: true }).click()
     t.match(await page.getByRole('alert').textContent(), /^The file is not JSON/)
     await axe('policies-code-errors')
+  })
+
+  await t.test('the TypeScript client runs in the browser, bundled as clients/typescript/build.mjs bundles it', async (t) => {
+    const { build } = await import('esbuild')
+    const bundle = await build({ entryPoints: ['clients/typescript/src/index.ts'], bundle: true, format: 'esm', platform: 'neutral', target: 'es2022', write: false })
+    const code = bundle.outputFiles[0]!.text
+    // A page of the API's origin without the console's CSP: the client's own fetches, same-origin.
+    await page.route(`${origin}/client-check.html`, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><html lang="en"><title>client</title></html>' }))
+    await page.goto(`${origin}/client-check.html`)
+    const answer = await page.evaluate(
+      async ([source, key]) => {
+        const url = URL.createObjectURL(new Blob([source!], { type: 'text/javascript' }))
+        const { Steward, ActionDenied, NotFoundError } = await import(url)
+        const steward = new Steward({ apiKey: key, baseUrl: location.origin })
+        const organization = await steward.organization.get()
+        const names: string[] = []
+        for await (const policy of steward.policies.list({ limit: 1 })) names.push(policy.name)
+        const denied = await steward.guard(async () => 'ran', { action: 'browser.never', agent: 'report-bot' })().catch((e: unknown) => e)
+        const missing = await steward.policies.get(crypto.randomUUID()).catch((e: unknown) => e)
+        return { organization: organization.organization_id, names: names.length, denied: denied instanceof ActionDenied, missing: missing instanceof NotFoundError ? missing.status : null }
+      },
+      [code, admin],
+    )
+    t.same(answer, { organization: vars.ORG_A, names: 3, denied: true, missing: 404 })
   })
 
   t.same(problems, [], 'no errors in the page')
