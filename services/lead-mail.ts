@@ -12,7 +12,7 @@ import { normalizeEmail } from '../domain/email.ts'
 import type { Logger } from '../log.ts'
 import { insertDemoRequestUnlessRegistered, insertSubscriptionUnlessRegistered, type LeadAudit, type NewDemoRequest, type NewSubscription } from '../storage/leads.ts'
 import type { AuditBy } from '../storage/audit.ts'
-import { queueMail, readListSettings, saveListSettings, type ListSettings, type ListSettingsChange, type NewMail } from '../storage/lead-mail.ts'
+import { mailAlongside, queueMail, readListSettings, saveListSettings, type ListSettings, type ListSettingsChange, type NewMail } from '../storage/lead-mail.ts'
 import { claimResend, confirmSubscription, insertPendingSubscription, leadIdOf, unsubscribeLead, type SubscriptionRow } from '../storage/lead-subscriptions.ts'
 import { createLeadLinks, type LeadLinks } from './lead-links.ts'
 import { confirmationMail, demoNotification, subscriptionNotification, unsubscribeHeaders } from './lead-mail-render.ts'
@@ -45,6 +45,9 @@ export interface LeadMail {
   close(): void
 }
 
+/** How long a process keeps a list's settings for its forms. */
+const SETTINGS_CACHE_MS = 1000
+
 export const OPT_IN_NEEDS_SMTP = 'Double opt-in needs SMTP settings (SMTP_URL or SMTP_HOST and SMTP_FROM): the confirmation mail could not be sent'
 export const OPT_IN_NEEDS_KEY = 'Double opt-in needs a secrets key (SECRETS_KEY) to sign its links'
 export const OPT_IN_NEWSLETTER_ONLY = 'Double opt-in applies to the newsletter list only'
@@ -70,6 +73,18 @@ export function createLeadMail(options: { db: Kysely<Database>; config: Config; 
   const queued = () => {
     for (const listener of listeners) listener()
   }
+  // A form reads its list's settings on every submission: kept for a second (a change made
+  // through this process applies at once; one made through another process within a second).
+  const cached = new Map<LeadListName, { until: number; value: Promise<ListSettings> }>()
+  const currentSettings = (list: LeadListName): Promise<ListSettings> => {
+    const now = performance.now()
+    const hit = cached.get(list)
+    if (hit && hit.until > now) return hit.value
+    const value = readListSettings(db, list)
+    cached.set(list, { until: now + SETTINGS_CACHE_MS, value })
+    value.catch(() => cached.delete(list))
+    return value
+  }
 
   /** The confirmation mail of subscription `sub` of lead `leadId`. */
   function confirmation(email: string, leadId: number, subscriptionId: number, settings: ListSettings, at: Date): NewMail {
@@ -86,45 +101,47 @@ export function createLeadMail(options: { db: Kysely<Database>; config: Config; 
     links,
 
     async storeDemoRequest(lead, at, audit) {
-      const settings = mailer ? await readListSettings(db, 'demo-requests') : null
+      const settings = mailer ? await currentSettings('demo-requests') : null
       if (!settings || settings.notify.length === 0) return insertDemoRequestUnlessRegistered(db, lead, at, audit)
-      const stored = await db.transaction().execute(async (trx) => {
-        if (!(await insertDemoRequestUnlessRegistered(trx, lead, at, audit))) return false
-        const { subject, body } = demoNotification(lead, at)
-        const leadId = await leadIdOf(trx, 'demo_requests', lead.email)
-        await queueMail(trx, { kind: 'notification', list: 'demo-requests', email_normalized: normalizeEmail(lead.email), lead_id: leadId, subscription_id: null, recipients: settings.notify, reply_to: lead.email, subject, body, headers: {} }, at)
-        return true
-      })
+      // The lead and its notification in one statement: one round trip, atomic.
+      const { subject, body } = demoNotification(lead, at)
+      const mail = mailAlongside({ kind: 'notification', list: 'demo-requests', email_normalized: normalizeEmail(lead.email), recipients: settings.notify, reply_to: lead.email, subject, body, headers: {} }, at)
+      const stored = await insertDemoRequestUnlessRegistered(db, lead, at, audit, mail)
       if (stored) queued()
       return stored
     },
 
     async storeSubscription(lead, at, audit, ip) {
-      const settings = mailer ? await readListSettings(db, 'newsletter') : null
+      const settings = mailer ? await currentSettings('newsletter') : null
       const optIn = settings !== null && settings.double_opt_in && links.available
       if (!settings || (!optIn && settings.notify.length === 0)) return insertSubscriptionUnlessRegistered(db, lead, at, audit)
+      const notification = () => {
+        const { subject, body } = subscriptionNotification(lead, at, optIn ? 'pending' : 'active')
+        return { kind: 'notification' as const, list: 'newsletter' as const, email_normalized: normalizeEmail(lead.email), recipients: settings.notify, reply_to: lead.email, subject, body, headers: {} }
+      }
+      if (!optIn) {
+        const stored = await insertSubscriptionUnlessRegistered(db, lead, at, audit, mailAlongside(notification(), at))
+        if (stored) queued()
+        return stored
+      }
       let mailed = false
       const stored = await db.transaction().execute(async (trx) => {
         const expiresAt = new Date(at.getTime() + settings.confirm_ttl_seconds * 1000)
         if (!(await insertSubscriptionUnlessRegistered(trx, lead, at, audit))) {
           // A repeat of a pending signup: still 409 (the contract), but the confirmation goes out
           // again, at most once an hour, with a fresh expiry.
-          const pending: SubscriptionRow | null = optIn ? await claimResend(trx, lead.email, at, CONFIRMATION_RESEND_MS, expiresAt) : null
+          const pending: SubscriptionRow | null = await claimResend(trx, lead.email, at, CONFIRMATION_RESEND_MS, expiresAt)
           if (pending) {
             await queueMail(trx, confirmation(pending.email ?? lead.email, Number(pending.lead_id), Number(pending.id), settings, at), at)
             mailed = true
           }
           return false
         }
+        // Double opt-in: the confirmation's link names the subscription, so this takes a transaction.
         const leadId = (await leadIdOf(trx, 'newsletter_subscriptions', lead.email))!
-        if (optIn) {
-          const subscriptionId = await insertPendingSubscription(trx, { leadId, email: lead.email, consentVersion: settings.consent_version, at, ip, expiresAt })
-          await queueMail(trx, confirmation(lead.email, leadId, subscriptionId, settings, at), at)
-        }
-        if (settings.notify.length > 0) {
-          const { subject, body } = subscriptionNotification(lead, at, optIn ? 'pending' : 'active')
-          await queueMail(trx, { kind: 'notification', list: 'newsletter', email_normalized: normalizeEmail(lead.email), lead_id: leadId, subscription_id: null, recipients: settings.notify, reply_to: lead.email, subject, body, headers: {} }, at)
-        }
+        const subscriptionId = await insertPendingSubscription(trx, { leadId, email: lead.email, consentVersion: settings.consent_version, at, ip, expiresAt })
+        await queueMail(trx, confirmation(lead.email, leadId, subscriptionId, settings, at), at)
+        if (settings.notify.length > 0) await queueMail(trx, { ...notification(), lead_id: leadId, subscription_id: null }, at)
         mailed = true
         return true
       })
@@ -159,7 +176,9 @@ export function createLeadMail(options: { db: Kysely<Database>; config: Config; 
         if (!mailer) throw new HttpError(409, OPT_IN_NEEDS_SMTP)
         if (!links.available) throw new HttpError(409, OPT_IN_NEEDS_KEY)
       }
-      return saveListSettings(db, list, change, at, by)
+      const saved = await saveListSettings(db, list, change, at, by)
+      cached.delete(list)
+      return saved
     },
 
     onQueued(listener) {

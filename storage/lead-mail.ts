@@ -4,6 +4,7 @@ import type { Database } from '../database/schema.ts'
 import type { LeadListName, LeadListSettingsTable, LeadMailKind, LeadMailOutboxTable } from '../database/lead-mail-schema.ts'
 import { DEFAULT_CONFIRM_TTL_SECONDS } from '../domain/lead-mail.ts'
 import { eventBy, recordEvent, type AuditBy } from './audit.ts'
+import type { Alongside } from './leads.ts'
 
 export interface ListSettings {
   list: LeadListName
@@ -98,6 +99,16 @@ export async function queueMail(db: Kysely<Database>, mail: NewMail, at: Date): 
     .returning('id')
     .executeTakeFirstOrThrow()
   return Number(row.id)
+}
+
+/**
+ * The mail of a lead being stored, as a write that goes alongside its insert (storage/leads.ts
+ * Alongside): the lead's id comes from the statement's `lead` row, so a duplicate queues nothing.
+ */
+export function mailAlongside(mail: Omit<NewMail, 'lead_id' | 'subscription_id'>, at: Date): Alongside {
+  return sql`insert into "lead_mail_outbox" ("kind", "list", "email_normalized", "lead_id", "recipients", "reply_to", "subject", "body", "headers", "created_at", "next_attempt_at")
+    select ${mail.kind}, ${mail.list}, ${mail.email_normalized}, lead.id, ${JSON.stringify(mail.recipients)}::jsonb, ${mail.reply_to}, ${mail.subject}, ${mail.body}, ${JSON.stringify(mail.headers)}::jsonb, ${at}, ${at}
+    from lead`
 }
 
 export type OutboxRow = Selectable<LeadMailOutboxTable>

@@ -18,20 +18,20 @@ export type NewSubscription = Pick<NewsletterSubscriptionTable, 'email' | 'sourc
  * statement cost about 18 µs per call against 2–4 µs for the tag, on the busiest public route.
  * The text is what the builder produced.
  */
-export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date, audit: LeadAudit | null = null): Promise<boolean> {
+export async function insertDemoRequestUnlessRegistered(db: Kysely<Database>, lead: NewDemoRequest, receivedAt: Date, audit: LeadAudit | null = null, alongside: Alongside | null = null): Promise<boolean> {
   const insert = sql`insert into "demo_requests" ("email", "first_name", "last_name", "company", "linkedin", "phone", "source", "analytics_distinct_id", "email_normalized", "received_at")
     values (${lead.email}, ${lead.first_name}, ${lead.last_name}, ${lead.company}, ${lead.linkedin}, ${lead.phone}, ${lead.source}, ${lead.analytics_distinct_id}, ${normalizeEmail(lead.email)}, ${receivedAt})
     on conflict ("email_normalized") do nothing returning "id"`
-  const { rows } = await (audit ? withLeadEvent(insert, 'demo', '/demo-request', lead.email, receivedAt, audit) : sql<{ id: number }>`${insert}`).execute(db)
+  const { rows } = await (audit || alongside ? withLeadEvent(insert, 'demo', '/demo-request', lead.email, receivedAt, audit, alongside) : sql<{ id: number }>`${insert}`).execute(db)
   return rows.length > 0
 }
 
 /** As above, for the newsletter list (which /waitlist shares). */
-export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date, audit: LeadAudit | null = null): Promise<boolean> {
+export async function insertSubscriptionUnlessRegistered(db: Kysely<Database>, lead: NewSubscription, receivedAt: Date, audit: LeadAudit | null = null, alongside: Alongside | null = null): Promise<boolean> {
   const insert = sql`insert into "newsletter_subscriptions" ("email", "source", "analytics_distinct_id", "via", "email_normalized", "received_at")
     values (${lead.email}, ${lead.source}, ${lead.analytics_distinct_id}, ${lead.via}, ${normalizeEmail(lead.email)}, ${receivedAt})
     on conflict ("email_normalized") do nothing returning "id"`
-  const { rows } = await (audit ? withLeadEvent(insert, 'newsletter', lead.via, lead.email, receivedAt, audit) : sql<{ id: number }>`${insert}`).execute(db)
+  const { rows } = await (audit || alongside ? withLeadEvent(insert, 'newsletter', lead.via, lead.email, receivedAt, audit, alongside) : sql<{ id: number }>`${insert}`).execute(db)
   return rows.length > 0
 }
 
@@ -42,19 +42,29 @@ export interface LeadAudit {
 }
 
 /**
- * The insert and its `lead.created` event as one statement (so one atomic write, as before): the
- * event names the lead by list and id, the form, and only the domain of the email; the person's
- * details stay in the lead list, where they can be deleted without editing the audit log.
+ * A write that goes with a stored lead in the same statement, reading the new row from the CTE
+ * `lead` (its id): the lead's notification mail (storage/lead-mail.ts). Nothing when the lead is a duplicate.
  */
-function withLeadEvent(insert: RawBuilder<unknown>, list: LeadList, form: string, email: string, at: Date, audit: LeadAudit) {
+export type Alongside = RawBuilder<unknown>
+
+/**
+ * The insert with its `lead.created` event and what goes `alongside` as one statement (so one
+ * atomic write, as before): the event names the lead by list and id, the form, and only the domain
+ * of the email; the person's details stay in the lead list, where they can be deleted without
+ * editing the audit log.
+ */
+function withLeadEvent(insert: RawBuilder<unknown>, list: LeadList, form: string, email: string, at: Date, audit: LeadAudit | null, alongside: Alongside | null = null) {
   const domain = normalizeEmail(email).split('@').pop() ?? ''
-  return sql<{ id: number }>`with lead as (${insert}),
-    event as (
+  const event = audit
+    ? sql`, event as (
       insert into "audit_events" ("organization_id", "occurred_at", "actor_type", "actor_id", "type", "target_type", "target_id", "data", "request_id")
       select ${audit.organizationId}::uuid, ${at}, 'system', null, 'lead.created', 'lead', ${list} || ':' || lead.id,
         jsonb_build_object('lead_id', lead.id, 'list', ${list}::text, 'form', ${form}::text, 'email_domain', ${domain}::text), ${audit.requestId}
       from lead
-    )
+    )`
+    : sql``
+  const extra = alongside ? sql`, alongside as (${alongside})` : sql``
+  return sql<{ id: number }>`with lead as (${insert})${event}${extra}
     select id from lead`
 }
 

@@ -11,15 +11,15 @@ import { FakeClock, openTestDatabase } from '../support/helpers.ts'
 import { jsonOf, productApp } from '../support/product-support.ts'
 import { startSmtp, type TestSmtp } from '../support/smtp-support.ts'
 
-async function world(t: Test, env: Record<string, string>) {
+async function world(t: Test, env: Record<string, string>, leadsOrganization = false) {
   const database = await openTestDatabase(t)
   const clock = new FakeClock()
   const holder = await createOrganization(database.db, 'Installation', new Date(clock.now - 60_000))
   const keyOf = async (role: 'owner' | 'admin' | 'viewer') =>
     (await createApiKey(database.db, { organizationId: holder.id, name: role, role, createdByUserId: null, createdByKeyId: null, expiresAt: null }, new Date(clock.now), BY_OPERATOR)).secret
   const keys = { owner: await keyOf('owner'), admin: await keyOf('admin'), viewer: await keyOf('viewer') }
-  const app = await productApp(t, { database, clock, env: { LEAD_MAIL_POLL_MS: '50', ...env } })
-  return { app, clock, keys }
+  const app = await productApp(t, { database, clock, env: { LEAD_MAIL_POLL_MS: '50', ...env, ...(leadsOrganization ? { LEADS_ORGANIZATION_ID: holder.id } : {}) } })
+  return { app, clock, keys, holder }
 }
 
 const smtpEnv = (smtp: TestSmtp) => ({ SMTP_HOST: '127.0.0.1', SMTP_PORT: String(smtp.port), SMTP_FROM: 'Steward <leads@example.com>' })
@@ -195,4 +195,25 @@ t.test('the outbox API: bad query is 400, pages follow next_cursor', async (t) =
   t.equal(second.mails.length, 1)
   t.equal(second.next_cursor, null)
   for (const query of ['status=lost', 'limit=0', 'cursor=nope']) t.equal((await app.call('GET', `/leads/outbox?${query}`, { token: keys.owner })).status, 400, query)
+})
+
+t.test('with LEADS_ORGANIZATION_ID: the lead, its lead.created event and its mail in one statement; a duplicate has none', async (t) => {
+  const smtp = await startSmtp()
+  t.teardown(() => smtp.stop())
+  const { app, keys, holder } = await world(t, smtpEnv(smtp), true)
+  await app.call('PATCH', '/leads/lists/demo-requests', { token: keys.owner, json: { notify: ['sales@example.com'] } })
+  await app.call('PATCH', '/leads/lists/newsletter', { token: keys.owner, json: { notify: ['growth@example.com'] } })
+  t.equal((await app.call('POST', '/demo-request', { json: DEMO })).status, 200)
+  t.equal((await app.call('POST', '/newsletter', { json: { email: 'news@example.com', source: 'footer' } })).status, 200)
+  t.equal((await app.call('POST', '/newsletter', { json: { email: 'NEWS@example.com' } })).status, 409)
+  const events = await app.db.selectFrom('audit_events').select(['organization_id', 'data']).where('type', '=', 'lead.created').orderBy('event_id').execute()
+  t.same(events.map((e) => [e.organization_id, (e.data as any).list, (e.data as any).email_domain]), [[holder.id, 'demo', 'example.com'], [holder.id, 'newsletter', 'example.com']])
+  const mails = await smtp.waitFor(2)
+  const news = mails.find((mail) => mail.to[0] === 'growth@example.com')!
+  t.equal(news.headers.subject, 'New newsletter subscription: news@example.com')
+  t.equal(news.headers['reply-to'], 'news@example.com')
+  t.match(news.text, 'Status:       active')
+  t.match(news.text, 'Source:       footer')
+  const queued = await app.db.selectFrom('lead_mail_outbox').select(['list', 'lead_id', 'email_normalized']).orderBy('id').execute()
+  t.same(queued.map((q) => [q.list, q.email_normalized, typeof q.lead_id]), [['demo-requests', 'ada@example.com', 'number'], ['newsletter', 'news@example.com', 'number']])
 })
