@@ -11,6 +11,7 @@ import { BY_OPERATOR } from '../storage/audit.ts'
 import { createApiKey } from '../storage/keys.ts'
 import { createOrganization } from '../storage/organizations.ts'
 import { createPolicy } from '../storage/policies.ts'
+import { roomStats } from '../storage/budget-batch.ts'
 import { openDatabase } from '../database/connect.ts'
 import { migrateToLatest } from '../database/migrate.ts'
 import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/support/helpers.ts'
@@ -80,6 +81,8 @@ const ask = (action: string) => async () => {
 }
 // Every agent discovered (and each counter created) before measuring.
 for (const action of ['refund.plain', 'refund.contended', 'refund.spread']) for (let i = 0; i < AGENTS; i++) await ask(action)()
+roomStats.written = 0
+roomStats.declined = 0
 
 async function load(work: () => Promise<void>): Promise<number> {
   let done = 0
@@ -97,6 +100,7 @@ async function load(work: () => Promise<void>): Promise<number> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const rows: string[] = []
+const notes: string[] = []
 for (const [label, action] of [
   ['contended (one count and one spend counter for every decision)', 'refund.contended'],
   ['spread (200 agents, a counter pair each)', 'refund.spread'],
@@ -112,11 +116,16 @@ for (const [label, action] of [
     seen.push(`${limited.toFixed(0)}/${plain.toFixed(0)}`)
   }
   const ratio = median(ratios)
+  notes.push(`${label}: ${roomStats.written} batches written in one statement, ${roomStats.declined} through the general path.`)
+  roomStats.written = 0
+  roomStats.declined = 0
   rows.push(`| POST /decisions with a count and a spend limit ÷ without, ${kind}, ${label} | ≥ 0.8 | **${ratio.toFixed(2)} ${ratio >= 0.8 ? '✓' : '✗'}** (req/s with/without per round: ${seen.join(', ')}) |`)
 }
 console.log(`${CONCURRENCY} concurrent requests through the in-process handler, ${SECONDS} s windows, ${ROUNDS} alternating rounds; the ratio is the median of the per-round ratios.\n`)
 console.log('| goal | target | reached |\n|---|---|---|')
 for (const row of rows) console.log(row)
+console.log('')
+for (const note of notes) console.log(`- ${note}`)
 await app.close()
 await database.close()
 for (const cleanup of cleanups) await cleanup()

@@ -4,6 +4,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
 import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
+import { writeWithRoom } from './budget-batch.ts'
 import { planLimits, settleReservations, type LimitHit, type LimitRequest, type LimitVerdict } from './budgets.ts'
 import { preparedText } from '../database/prepared.ts'
 import type { Database, DecisionTable } from '../database/schema.ts'
@@ -83,13 +84,13 @@ export type WriteOutcome =
 
 const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
 
-const DECISION_COLUMNS = [
+export const DECISION_COLUMNS = [
   'decision_id', 'organization_id', 'agent_id', 'agent_handle', 'action', 'resource', 'args', 'context', 'args_sha256',
   'decision', 'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at', 'via',
 ] as const
 
 /** Each column's type, for the guarded insert whose values are not typed by the target columns. */
-const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
+export const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
   decision_id: 'uuid', organization_id: 'uuid', agent_id: 'uuid', agent_handle: 'text', action: 'text', resource: 'text',
   args: 'jsonb', context: 'jsonb', args_sha256: 'text', decision: 'text', policy_decision: 'text', reasons: 'jsonb',
   monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz', via: 'text',
@@ -150,6 +151,15 @@ function guardedInsertText(rows: number): string {
   return text
 }
 
+/** A decision row's values, in DECISION_COLUMNS order. */
+export function pushDecisionValues(values: unknown[], r: DecisionRecord): void {
+  values.push(
+    r.decision_id, r.organization_id, r.agent_id, r.agent_handle, r.action, r.resource, JSON.stringify(r.args), JSON.stringify(r.context), r.args_sha256,
+    r.decision, r.policy_decision, JSON.stringify(r.reasons), JSON.stringify(r.monitor), JSON.stringify(r.errors), r.approval_id, r.ruleset_revision, r.requested_by, r.evaluated_at.toISOString(),
+    r.via ?? null,
+  )
+}
+
 /**
  * Logs decision rows with one statement. Sent as a fixed text with its parameters instead of
  * through the query builder: building and compiling a 256-row insert was the largest single
@@ -160,11 +170,7 @@ async function insertDecisions(db: Db, items: readonly PendingDecision[]): Promi
   const guarded = items.some((item) => item.guard)
   const values: unknown[] = []
   for (const { record: r, guard } of items) {
-    values.push(
-      r.decision_id, r.organization_id, r.agent_id, r.agent_handle, r.action, r.resource, JSON.stringify(r.args), JSON.stringify(r.context), r.args_sha256,
-      r.decision, r.policy_decision, JSON.stringify(r.reasons), JSON.stringify(r.monitor), JSON.stringify(r.errors), r.approval_id, r.ruleset_revision, r.requested_by, r.evaluated_at.toISOString(),
-      r.via ?? null,
-    )
+    pushDecisionValues(values, r)
     if (guarded) values.push(guard?.revision ?? null)
   }
   if (!guarded) {
@@ -188,9 +194,13 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
   // A stale guarded row is simply not written: nothing else of it may be.
   if (batch.some((item) => item.guard && (item.idempotency !== null || item.approval || item.consume))) throw new Error('a guarded decision carries no idempotency key or approval')
   // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume && !item.limits)) {
-    const stale = await insertDecisions(db, batch)
-    return batch.map((item) => (stale.has(item.record.decision_id) ? { kind: 'stale' } : { kind: 'logged' }))
+  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume)) {
+    if (batch.every((item) => !item.limits)) {
+      const stale = await insertDecisions(db, batch)
+      return batch.map((item) => (stale.has(item.record.decision_id) ? { kind: 'stale' } : { kind: 'logged' }))
+    }
+    // Budgets with room to spare: the counters and the rows in one statement (storage/budget-batch.ts).
+    if (await writeWithRoom(db, batch, now)) return batch.map(() => ({ kind: 'logged' }))
   }
   return db.transaction().execute(async (trx) => {
     const outcomes: WriteOutcome[] = batch.map(() => ({ kind: 'logged' }))
