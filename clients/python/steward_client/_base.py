@@ -181,6 +181,7 @@ class BaseClient:
             # A credential or a query in the base URL would end up in every request line and log.
             raise ValueError("base_url must not hold a user, a password or a query: pass the key as api_key")
         self.base_url = url.rstrip("/")
+        self._opener = _DIRECT if (parsed.hostname or "") in _LOOPBACK else _OPENER
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
@@ -324,7 +325,7 @@ class BaseClient:
     def _send(self, method: str, url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float) -> Response:
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with _OPENER.open(request, timeout=timeout) as answer:
+            with self._opener.open(request, timeout=timeout) as answer:
                 return _decode(answer.status, answer.headers, answer.read())
         except urllib.error.HTTPError as answer:
             try:
@@ -391,9 +392,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-# No proxies from the environment for loopback is urllib's default; keep its ProxyHandler so an
-# HTTPS_PROXY set by the operator still applies, but never follow redirects.
+# A proxy from the environment (HTTPS_PROXY…) applies as urllib applies it, except to a server on
+# this machine, which urllib would send through the proxy too; redirects are never followed.
 _OPENER = urllib.request.build_opener(_NoRedirect)
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 __all__ = ["BaseClient", "Paginator", "Page", "Response", "path_param", "clean_params"]
