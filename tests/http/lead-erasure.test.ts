@@ -8,6 +8,8 @@ import { sealAll } from '../../storage/audit-seal.ts'
 import { verifyChain } from '../../services/audit-verify.ts'
 import { jsonOf } from '../support/product-support.ts'
 import { leadsApp } from '../support/lead-spam-support.ts'
+import { startSmtp } from '../support/smtp-support.ts'
+import type { TestApp } from '../support/helpers.ts'
 
 const app = await leadsApp(t)
 const OWNER = app.vars.OWNER_KEY_A!
@@ -25,14 +27,14 @@ async function post(path: string, json: unknown): Promise<number> {
 }
 
 /** Every base table's text-like columns holding `needle` (case-insensitive), as "table.column: n". */
-async function scan(needle: string): Promise<string[]> {
+async function scan(needle: string, on: Pick<TestApp, 'db'> = app): Promise<string[]> {
   const columns = await sql<{ table_name: string; column_name: string }>`select c.table_name, c.column_name from information_schema.columns c
     join information_schema.tables t on t.table_schema = c.table_schema and t.table_name = c.table_name and t.table_type = 'BASE TABLE'
     where c.table_schema = current_schema() and c.data_type in ('text', 'character varying', 'character', 'json', 'jsonb', 'USER-DEFINED', 'ARRAY')
-    order by c.table_name, c.column_name`.execute(app.db)
+    order by c.table_name, c.column_name`.execute(on.db)
   const hits: string[] = []
   for (const { table_name, column_name } of columns.rows) {
-    const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.table(table_name)} where strpos(lower(${sql.ref(column_name)}::text), ${needle.toLowerCase()}) > 0`.execute(app.db)
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from ${sql.table(table_name)} where strpos(lower(${sql.ref(column_name)}::text), ${needle.toLowerCase()}) > 0`.execute(on.db)
     if (rows[0]!.n > 0) hits.push(`${table_name}.${column_name}: ${rows[0]!.n}`)
   }
   return hits
@@ -134,4 +136,34 @@ t.test('erase: nothing of the person left in any table; the event holds no data 
   t.same(await jsonOf(await app.call('POST', '/leads/people/erase', { token: OWNER, json: { email: EMAIL } })), { erased: true, deleted: {} })
   // The person may come back: a new signup is a new lead.
   t.equal(await post('/newsletter', { email: EMAIL }), 200)
+})
+
+t.test('erase after the real mail flows: a notification, a double opt-in confirmation mail, a confirmed consent', async (t) => {
+  const smtp = await startSmtp()
+  t.teardown(() => smtp.stop())
+  const mailApp = await leadsApp(t, { LEAD_MAIL_POLL_MS: '50', SMTP_URL: `smtp://127.0.0.1:${smtp.port}`, SMTP_FROM: 'leads@example.com' })
+  const owner = mailApp.vars.OWNER_KEY_A!
+  t.equal((await mailApp.call('PATCH', '/leads/lists/newsletter', { token: owner, json: { double_opt_in: true, consent_version: 'v1' } })).status, 200)
+  t.equal((await mailApp.call('PATCH', '/leads/lists/demo-requests', { token: owner, json: { notify: ['sales@example.com'] } })).status, 200)
+  const person = `Mail.Flow-${tag}@Example.org`
+  t.equal((await mailApp.request('/newsletter', { method: 'POST', json: { email: person } })).status, 200)
+  t.equal((await mailApp.request('/demo-request', { method: 'POST', json: demo(person) })).status, 200)
+  const mails = await smtp.waitFor(2)
+  const confirmation = mails.find((mail) => mail.headers.subject === 'Confirm your newsletter subscription')!
+  const link = /https:\/\/api\.example\.com(\/leads\/confirm\?token=[\w.%-]+)/.exec(confirmation.text)![1]!
+  t.equal((await mailApp.request(link, { conn: { remoteAddress: '203.0.113.7' } })).status, 200)
+  // The mails were sent: wait for their attempt rows.
+  for (let tries = 0; tries < 100; tries++) {
+    const sent = await mailApp.db.selectFrom('lead_mail_outbox').select('id').where('status', '=', 'sent').execute()
+    if (sent.length >= 2) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const before = await scan(person, mailApp)
+  t.ok(before.some((hit) => hit.startsWith('lead_mail_outbox.')) && before.some((hit) => hit.startsWith('lead_subscriptions.')), before.join(', '))
+  await sealAll(mailApp.db, new Date(mailApp.clock.now))
+  const erased = await jsonOf(await mailApp.call('POST', '/leads/people/erase', { token: owner, json: { email: person } }))
+  t.match(erased, { erased: true, deleted: { demo_requests: 1, newsletter_subscriptions: 1, lead_subscriptions: 1, lead_mail_outbox: 2, lead_mail_attempts: 2 } })
+  t.same(await scan(person, mailApp), [], 'nothing of the person in any table')
+  await sealAll(mailApp.db, new Date(mailApp.clock.now))
+  t.match(await verifyChain(mailApp.db, mailApp.vars.ORG_A!, new Date(mailApp.clock.now)), { ok: true })
 })
