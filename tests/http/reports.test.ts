@@ -116,6 +116,22 @@ t.test('a daylight-saving day in Europe/Paris lasts 25 hours: day and hour bucke
   t.equal(spring.body.series[0].points.length, 23)
 })
 
+t.test('a zone offset by half an hour (Asia/Kolkata) counts from the log, once, after a rollup pass too', async (t) => {
+  const K = await newOrganization(app.db, 'Reports Kolkata', at)
+  await logDecisions(app.db, K.id, [
+    { at: '2026-11-20T18:29:59.999Z', decision: 'allow' }, // 23:59:59.999 on the 20th in Kolkata
+    { at: '2026-11-20T18:30:00.000Z', decision: 'allow' }, // 00:00 on the 21st
+    { at: '2026-11-21T12:00:00.000Z', decision: 'deny' },
+  ])
+  await rollUpPass(app.db)
+  const { body } = await get('/reports/decisions?from=2026-11-19T18:30:00Z&to=2026-11-21T18:30:00Z&tz=Asia/Kolkata', K.keys.viewer!)
+  t.same(starts(body), ['2026-11-19T18:30:00.000Z', '2026-11-20T18:30:00.000Z'])
+  t.same(counts(body), { allow: [1, 1], deny: [0, 1], require_approval: [0, 0] })
+  const hours = await get('/reports/decisions?from=2026-11-20T17:45:00Z&to=2026-11-20T19:00:00Z&tz=Asia/Kolkata&bucket=hour', K.keys.viewer!)
+  t.same(starts(hours.body), ['2026-11-20T17:30:00.000Z', '2026-11-20T18:30:00.000Z'])
+  t.same(counts(hours.body).allow, [1, 1])
+})
+
 t.test('top denials', async (t) => {
   const { status, body } = await get(`/reports/denials?${WINDOW}`, A.keys.viewer!)
   t.equal(status, 200)
