@@ -43,7 +43,8 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
   const exporter = new exporterModule.OTLPTraceExporter({ url: `${settings.endpoint.replace(/\/+$/, '')}/v1/traces` })
   const provider = new sdk.BasicTracerProvider({
     resource: resources.resourceFromAttributes({ 'service.name': settings.serviceName }),
-    spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
+    // Larger batches than the default 512: fewer exports (each one a JSON body and a request).
+    spanProcessors: [new sdk.BatchSpanProcessor(exporter, { maxQueueSize: 8192, maxExportBatchSize: 2048, scheduledDelayMillis: 2000 })],
   })
   // The provider is not registered globally: two handlers in one process keep their own.
   const tracer = provider.getTracer('steward')
@@ -57,7 +58,8 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
 
   return {
     request(request) {
-      const parent = request.headers.has('traceparent') ? propagator.extract(api.ROOT_CONTEXT, request.headers, getter) : api.ROOT_CONTEXT
+      const traceparent = request.headers.get('traceparent')
+      const parent = traceparent === null ? api.ROOT_CONTEXT : propagator.extract(api.ROOT_CONTEXT, request.headers, getter)
       const span = tracer.startSpan(request.method, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': request.method } }, parent)
       return {
         setAttributes: (attributes) => void span.setAttributes(attributes),
