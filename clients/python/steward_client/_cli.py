@@ -334,6 +334,31 @@ def cmd_organization(c: Steward, a: argparse.Namespace, o: Output) -> int:
     return EXIT_OK
 
 
+def cmd_members(c: Steward, a: argparse.Namespace, o: Output) -> int:
+    o.emit(c.members.list(), ["user_id", "email", "role", "created_at"])
+    return EXIT_OK
+
+
+def cmd_reports(c: Steward, a: argparse.Namespace, o: Output) -> int:
+    window = {"from_": a.from_, "to": a.to, "tz": a.tz}
+    method = getattr(c.reports, a.sub)
+    extra = {"bucket": a.bucket, "group": a.group} if a.sub == "decisions" else {}
+    report = method(**window, **extra)
+    if o.json:
+        o.emit(report)
+        return EXIT_OK
+    o.out.write(f"{report.get('from')} to {report.get('to')}\n")
+    for key, value in report.items():
+        if key in ("from", "to", "tz"):
+            continue
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            o.out.write(f"\n{key}:\n")
+            table(value, [k for k in value[0].keys() if k != "points"][:6], o.out)
+        else:
+            o.out.write(f"{key}: {_cell(value, 200)}\n")
+    return EXIT_OK
+
+
 def _ensure_person(c: Steward, a: argparse.Namespace) -> None:
     email = a.email or os.environ.get("STEWARD_EMAIL")
     if not email:
@@ -470,6 +495,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("organization", help="the organization and its decision settings")
     p.set_defaults(run=cmd_organization)
+
+    p = commands.add_parser("members", help="the organization's members and their roles")
+    p.set_defaults(run=cmd_members)
+
+    p = commands.add_parser("reports", help="decisions, denials, approvals, policies, agents over a window", description="Reports over a window (the last 7 days by default).")
+    sub = p.add_subparsers(dest="sub", metavar="REPORT", required=True)
+    for name, text in (("decisions", "decisions over time"), ("denials", "the most denied agents and actions"), ("approvals", "outcomes, time to decision, what waits"),
+                       ("policies", "hits per policy, unmatched policies"), ("agents", "agents active, discovered and gone"), ("leads", "leads per day, source and list")):
+        q = sub.add_parser(name, help=text)
+        q.add_argument("--from", dest="from_", help="from (ISO 8601)")
+        q.add_argument("--to", help="to (ISO 8601)")
+        q.add_argument("--tz", help="an IANA time zone (default UTC)")
+        if name == "decisions":
+            q.add_argument("--bucket", choices=["hour", "day"])
+            q.add_argument("--group", choices=["outcome", "agent", "action", "policy"])
+    p.set_defaults(run=cmd_reports)
     return parser
 
 

@@ -117,6 +117,11 @@ def test_keys_audit_and_organization(cli, live, tmp_path):
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert code == 0 and lines and {e["type"] for e in lines} == {"key.created"} and f"exported {len(lines)} events" in err
     assert json.loads(cli("--json", "organization")[1])["organization_id"] == live.org_id
+    assert OWNER_EMAIL in cli("members")[1]
+    code, out, _ = cli("reports", "denials", "--tz", "Europe/Paris")
+    assert code == 0 and "agents:" in out and "actions:" in out
+    assert json.loads(cli("--json", "reports", "decisions", "--bucket", "day", "--group", "agent")[1])["bucket"] == "day"
+    assert cli("reports", "bogus")[0] == 2
 
 
 POLICIES = {"policies": [
