@@ -10,7 +10,12 @@ import { reply, type Reply } from '../http/reply.ts'
 import type { LeadMail } from '../services/lead-mail.ts'
 import type { RequestContext, Route } from './deps.ts'
 
-const HTML = { 'Content-Type': 'text/html; charset=utf-8', 'Referrer-Policy': 'no-referrer' }
+// Nothing on these pages loads or runs; the one form posts to this origin. No referrer: the URL holds the token.
+const HTML = {
+  'Content-Type': 'text/html; charset=utf-8',
+  'Content-Security-Policy': "default-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'Referrer-Policy': 'no-referrer',
+}
 
 function escape(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
@@ -41,7 +46,8 @@ export function leadLinkRoutes(mail: LeadMail): Route[] {
   function unsubscribePage(request: IRequest): Reply {
     const token = tokenOf(request)
     if (!mail.checkUnsubscribe(token)) return INVALID_LINK
-    const action = `/leads/unsubscribe?token=${encodeURIComponent(token)}`
+    // Relative to this page: right under whatever path prefix a proxy serves the API at.
+    const action = `unsubscribe?token=${encodeURIComponent(token)}`
     const button = `<form method="post" action="${escape(action)}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`
     return page(200, 'Unsubscribe from the newsletter', 'Press the button to stop receiving the newsletter at this address.', button)
   }

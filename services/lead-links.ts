@@ -41,8 +41,10 @@ export function createLeadLinks(secrets: Secrets): LeadLinks {
       const k = keyOf()
       const match = SHAPE.exec(token)
       if (!k || !match || match[1] !== PREFIX[purpose]) return null
-      const given = Buffer.from(match[4]!, 'base64url')
-      const expected = mac(k, `${match[1]}.${match[2]}.${match[3]}`)
+      // Compared as text, not decoded: base64url's last character carries spare bits, so another
+      // spelling of the same mac would otherwise pass (a second token for the same link).
+      const given = Buffer.from(match[4]!)
+      const expected = Buffer.from(mac(k, `${match[1]}.${match[2]}.${match[3]}`).toString('base64url'))
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null
       return { id: Number(match[2]), expiresAt: Number(match[3]) }
     },
