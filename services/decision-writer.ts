@@ -5,6 +5,7 @@
 // that is not durable.
 import type { Kysely } from 'kysely'
 import type { Database } from '../database/schema.ts'
+import { writeWithRoom } from '../storage/budget-batch.ts'
 import { writeDecisions, type PendingDecision, type WriteOutcome } from '../storage/decisions.ts'
 
 export interface DecisionWriter {
@@ -50,11 +51,10 @@ export function createDecisionWriter(db: Kysely<Database>, clock: () => number):
 
   async function run(batch: Waiting[]): Promise<void> {
     try {
-      const outcomes = await writeDecisions(
-        db,
-        batch.map((item) => item.pending),
-        new Date(clock()),
-      )
+      const pending = batch.map((item) => item.pending)
+      const now = new Date(clock())
+      // Budgets with room to spare go in one statement with the rows; anything else is decided one by one.
+      const outcomes: WriteOutcome[] = (await writeWithRoom(db, pending, now)) ? pending.map(() => ({ kind: 'logged' })) : await writeDecisions(db, pending, now)
       stats.batches++
       stats.rows += batch.length
       batch.forEach((item, index) => item.resolve(outcomes[index]!))

@@ -69,6 +69,7 @@ export const roomStats = { written: 0, declined: 0 }
 
 /** Writes the batch and its counters in one statement when every limit has room to spare; false (nothing written) otherwise. */
 export async function writeWithRoom(db: Kysely<Database>, batch: readonly PendingDecision[], now: Date): Promise<boolean> {
+  if (!batch.some((item) => item.limits) || batch.some((item) => item.idempotency !== null || item.approval || item.consume)) return false
   const sums = sumsOf(batch)
   if (sums === null || sums.length === 0) {
     roomStats.declined++

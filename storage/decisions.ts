@@ -4,7 +4,6 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely'
 import { approvalConsumedEvent, approvalRequestedEvent, consumeApproval, insertApprovals, type NewApproval } from './approvals.ts'
 import { BY_SYSTEM, recordEvents, type AuditBy } from './audit.ts'
-import { writeWithRoom } from './budget-batch.ts'
 import { planLimits, settleReservations, type LimitHit, type LimitRequest, type LimitVerdict } from './budgets.ts'
 import { preparedText } from '../database/prepared.ts'
 import type { Database, DecisionTable } from '../database/schema.ts'
@@ -194,13 +193,10 @@ export async function writeDecisions(db: Kysely<Database>, batch: readonly Pendi
   // A stale guarded row is simply not written: nothing else of it may be.
   if (batch.some((item) => item.guard && (item.idempotency !== null || item.approval || item.consume))) throw new Error('a guarded decision carries no idempotency key or approval')
   // Without idempotency keys the batch is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume)) {
-    if (batch.every((item) => !item.limits)) {
-      const stale = await insertDecisions(db, batch)
-      return batch.map((item) => (stale.has(item.record.decision_id) ? { kind: 'stale' } : { kind: 'logged' }))
-    }
-    // Budgets with room to spare: the counters and the rows in one statement (storage/budget-batch.ts).
-    if (await writeWithRoom(db, batch, now)) return batch.map(() => ({ kind: 'logged' }))
+  // (A batch with budgets that all keep room is written in one statement too: storage/budget-batch.ts, tried first by the writer.)
+  if (batch.every((item) => item.idempotency === null && !item.approval && !item.consume && !item.limits)) {
+    const stale = await insertDecisions(db, batch)
+    return batch.map((item) => (stale.has(item.record.decision_id) ? { kind: 'stale' } : { kind: 'logged' }))
   }
   return db.transaction().execute(async (trx) => {
     const outcomes: WriteOutcome[] = batch.map(() => ({ kind: 'logged' }))
