@@ -5,7 +5,7 @@
 //   decisions  bench/decision-pair.ts  POST /decisions vs a new lead's POST /demo-request, PGlite and PostgreSQL
 //   mcp        bench/mcp-gateway.ts    an MCP tools/call through the gateway vs POST /decisions and vs the upstream alone
 //   budgets    bench/budgets.ts        POST /decisions with a count and a spend limit vs without, contended and spread
-//   observability bench/observability.ts  POST /decisions with metrics and tracing on vs off, PGlite and PostgreSQL
+//   observability bench/observability.ts, observability-http.ts  POST /decisions with metrics and tracing on vs off, in-process and over HTTP
 //   engine     bench/engine.ts         one decision over 1,000 policies vs cedar-wasm
 //   replay     bench/replay.ts         100,000 logged decisions replayed, PGlite and PostgreSQL
 //   audit      bench/audit.ts          what the audit event costs a policy or key create
@@ -73,7 +73,11 @@ const run: Record<Section, () => Promise<string>> = {
   decisions: () => script('Decisions over HTTP', 'bench/decision-pair.ts', windows, postgres, 900_000),
   mcp: () => script('MCP gateway', 'bench/mcp-gateway.ts', windows, postgres, 900_000),
   budgets: () => onBothDatabases('Budgets: POST /decisions with one count and one spend limit ÷ the same without limits (bench/budgets.ts; goal ≥ 0.8)', 'bench/budgets.ts', windows, 900_000),
-  observability: () => onBothDatabases('Observability: POST /decisions with metrics and tracing on ÷ both off (bench/observability.ts; goal ≥ 0.95)', 'bench/observability.ts', windows, 900_000),
+  observability: async () =>
+    [
+      await onBothDatabases('Observability: POST /decisions with metrics and tracing on ÷ both off, in-process handler (bench/observability.ts; goal ≥ 0.95)', 'bench/observability.ts', windows, 900_000),
+      `## Observability over HTTP: two servers, on and off (bench/observability-http.ts; goal ≥ 0.95)\n\n${await script('Observability over HTTP', 'bench/observability-http.ts', windows, postgres, 900_000)}`,
+    ].join('\n\n'),
   engine: () => script('Policy engine', 'bench/engine.ts', ['--evaluations', '50000', '--cedar', '1000', '--replay', '100000'], {}, 300_000),
   replay: () => onBothDatabases('Replay of 100,000 logged decisions through the database (bench/replay.ts; goal ≤ 5 s)', 'bench/replay.ts', ['--runs', '2'], 300_000),
   audit: () => onBothDatabases('Audit writing: policy and key create with and without the event (bench/audit.ts)', 'bench/audit.ts', [], 600_000),
