@@ -197,6 +197,7 @@ export async function discoveredAgentsNotIn(db: Db, organizationId: string, seen
     .select(['agent_id', 'handle', 'status', 'created_at', 'last_seen_at'])
     .where('organization_id', '=', organizationId)
     .where('status', '=', 'discovered')
-  if (seen.length > 0) query = query.where('handle', 'not in', seen)
+  // One array parameter, however many agents were active (handles hold no quote or backslash).
+  if (seen.length > 0) query = query.where(sql<boolean>`not (handle = any(${`{${seen.map((handle) => `"${handle}"`).join(',')}}`}::text[]))`)
   return query.orderBy(sql`last_seen_at desc nulls last`).orderBy('handle').limit(limit).execute()
 }

@@ -169,3 +169,14 @@ t.test('leads: per day, source and list, duplicates refused; only the leads orga
     t.same(res.body, { status: 'Forbidden', error })
   }
 })
+
+t.test("a key bound to an agent reads no report (the organization's activity is not its to see)", async (t) => {
+  const made = await app.call('POST', '/agents', { token: vars.MANAGER_KEY_A, json: { handle: 'report-reader' } })
+  const agent = await jsonOf(made)
+  const key = await jsonOf(await app.call('POST', `/agents/${agent.agent_id}/keys`, { token: vars.ADMIN_KEY_A, json: { name: 'bot key' } }))
+  for (const path of ['/reports/decisions', '/reports/agents', '/reports/leads']) {
+    const res = await get(path, key.api_key)
+    t.equal(res.status, 403, path)
+    t.same(res.body, { status: 'Forbidden', error: 'This key is bound to an agent: it may only ask decisions for its agent and read its own decisions and capabilities' })
+  }
+})
