@@ -171,8 +171,9 @@ class AsyncSteward:
                      approval_id=approval_id, on_approval=on_approval, runner=self._run)
 
     async def aclose(self) -> None:
-        """Stops the worker threads (after the requests in flight)."""
+        """Stops the worker threads (after the requests in flight) and closes the connections."""
         await asyncio.get_running_loop().run_in_executor(None, functools.partial(self._executor.shutdown, wait=True))
+        self._client.close()
 
     async def __aenter__(self) -> "AsyncSteward":
         return self

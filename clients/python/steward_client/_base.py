@@ -11,11 +11,13 @@ or the server makes its repetition harmless (a refresh presented again within 10
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import platform
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -26,6 +28,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
 
 from ._errors import APIConnectionError, APITimeoutError, AuthenticationError, StewardError, status_error
+from ._transport import ConnectionPool
 from ._version import __version__
 
 T = TypeVar("T")
@@ -181,7 +184,12 @@ class BaseClient:
             # A credential or a query in the base URL would end up in every request line and log.
             raise ValueError("base_url must not hold a user, a password or a query: pass the key as api_key")
         self.base_url = url.rstrip("/")
-        self._opener = _DIRECT if (parsed.hostname or "") in _LOOPBACK else _OPENER
+        loopback = (parsed.hostname or "") in _LOOPBACK
+        self._opener = _DIRECT if loopback else _OPENER
+        # Kept-alive connections, unless a proxy from the environment must carry the requests.
+        proxied = not loopback and parsed.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(parsed.hostname or "")
+        self._pool: Optional[ConnectionPool] = None if proxied else ConnectionPool(parsed.scheme, parsed.hostname or "", parsed.port)
+        self._path_prefix = parsed.path.rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
@@ -323,6 +331,8 @@ class BaseClient:
             raise error
 
     def _send(self, method: str, url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float) -> Response:
+        if self._pool is not None:
+            return self._send_kept_alive(method, url, headers, data, timeout)
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with self._opener.open(request, timeout=timeout) as answer:
@@ -348,6 +358,26 @@ class BaseClient:
             if type(exc).__module__ == "http.client":
                 raise APIConnectionError(f"The connection to the Steward server broke: {type(exc).__name__}") from None
             raise
+
+    def _send_kept_alive(self, method: str, url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float) -> Response:
+        assert self._pool is not None
+        target = self._path_prefix + url[len(self.base_url):]
+        if data is not None:
+            headers = {**headers, "Content-Length": str(len(data))}
+        try:
+            status, answer_headers, raw = self._pool.request(method, target, headers, data, timeout)
+        except (socket.timeout, TimeoutError):
+            raise APITimeoutError() from None
+        except ssl.SSLError as exc:
+            raise APIConnectionError(f"TLS with the Steward server failed: {exc.reason or type(exc).__name__}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise APIConnectionError(f"Could not reach the Steward server: {_reason(exc)}") from None
+        return _decode(status, answer_headers, raw)
+
+    def close(self) -> None:
+        """Closes the kept-alive connections."""
+        if self._pool is not None:
+            self._pool.close()
 
     # -- helpers for the resources ------------------------------------------------------------
 

@@ -22,7 +22,8 @@ class Steward(BaseClient):
     ``webhooks`` (and ``webhooks.deliveries``), ``mcp.servers``, ``leads`` (and ``leads.lists``,
     ``leads.spam``, ``leads.people``), ``reports``.
 
-    Thread-safe: one client may serve many threads (each request opens its own connection).
+    Thread-safe: one client may serve many threads; each thread keeps one connection alive to the
+    server. ``close()`` (or ``with Steward() as steward:``) closes them.
     """
 
     def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, **options: Any) -> None:
@@ -81,9 +82,6 @@ class Steward(BaseClient):
         when one is asked for (to tell someone). See :class:`Guard` for the outcomes.
         """
         return Guard(self, action, resource=resource, agent=agent, context=context, args=args, timeout=timeout, wait=wait, approval_id=approval_id, on_approval=on_approval)
-
-    def close(self) -> None:
-        """Nothing to release (connections are not pooled); here for symmetry with ``with``."""
 
     def __enter__(self) -> "Steward":
         return self

@@ -12,17 +12,21 @@ Answer = Tuple[int, Dict[str, str], Any]
 
 
 class Stub:
-    def __init__(self, answers: List[Answer], delay: float = 0.0) -> None:
+    def __init__(self, answers: List[Answer], delay: float = 0.0, keep_alive: bool = False) -> None:
         self.answers = list(answers)
         self.delay = delay
+        # keep_alive: HTTP/1.1, connections stay open unless close_after_answer is set.
+        self.close_after_answer = False
         self.requests: List[Dict[str, Any]] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                stub.requests.append({"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None})
+                stub.requests.append({"port": self.client_address[1], "method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None})
                 if stub.delay:
                     time.sleep(stub.delay)
                 status, headers, body = stub.answers.pop(0) if len(stub.answers) > 1 else stub.answers[0]
@@ -33,6 +37,8 @@ class Stub:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                if stub.close_after_answer:
+                    self.close_connection = True
 
             do_GET = do_POST = do_PATCH = do_DELETE = _answer
 

@@ -2,6 +2,8 @@
 retries with backoff and Retry-After, and idempotency keys held across attempts."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import unique
@@ -18,8 +20,8 @@ DENY = {"decision_id": "d1", "decision": "deny", "reasons": [{"rule": "default_d
 def stub():
     made = []
 
-    def make(answers, delay=0.0):
-        s = Stub(answers, delay)
+    def make(answers, delay=0.0, keep_alive=False):
+        s = Stub(answers, delay, keep_alive)
         made.append(s)
         return s
 
@@ -173,3 +175,27 @@ def test_secrets_stay_out_of_urls_repr_and_messages(stub, monkeypatch):
     with pytest.raises(NotFoundError):
         client.agents.get("a/../../keys")
     assert s.requests[-1]["path"] == "/agents/a%2F..%2F..%2Fkeys"
+
+
+def test_connections_are_kept_alive_and_replaced_once_the_server_closed_them(stub, monkeypatch):
+    s = stub([(200, {}, {"organization_id": "o"})], keep_alive=True)
+    client = Steward(api_key="k", base_url=s.url)
+    client.organization.get()
+    client.organization.get()
+    assert len({r["port"] for r in s.requests}) == 1
+    # The server closes after its answer: the idle socket shows it, a new connection is opened.
+    s.close_after_answer = True
+    client.organization.get()
+    time.sleep(0.1)
+    client.organization.get()
+    assert len({r["port"] for r in s.requests}) == 2
+    # Closed without the client seeing it before writing (a race): the request, which the server
+    # never read, goes once more on a new connection, a POST included.
+    import steward_client._transport as transport
+
+    monkeypatch.setattr(transport, "_dropped", lambda sock: sock is None)
+    time.sleep(0.1)
+    assert client.agents.create("bot") == {"organization_id": "o"}
+    assert [r["method"] for r in s.requests].count("POST") == 1
+    assert len({r["port"] for r in s.requests}) == 3
+    client.close()
