@@ -30,3 +30,6 @@ export const MAX_CONFIRM_TTL_SECONDS = 30 * 86_400
 
 /** Notification addresses per list, at most. */
 export const MAX_NOTIFY_ADDRESSES = 20
+
+/** Mail done with (sent, failed, cancelled) is kept this long, then deleted: it copies personal data. */
+export const MAIL_RETENTION_MS = 90 * 86_400_000

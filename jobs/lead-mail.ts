@@ -1,13 +1,13 @@
 // The lead-mail outbox job: sends due mail through SMTP, logging every attempt and retrying a
-// failure with exponential backoff (domain/lead-mail.ts), and expires unconfirmed newsletter
-// subscriptions. It runs every LEAD_MAIL_POLL_MS and at once when mail is queued; one pass at a
-// time. Without SMTP settings it only expires subscriptions, and says once at start that no mail goes out.
+// failure with exponential backoff (domain/lead-mail.ts); expires unconfirmed newsletter
+// subscriptions; deletes mail done with after 90 days. It runs every LEAD_MAIL_POLL_MS and at once
+// when mail is queued, one pass at a time. Without SMTP settings it sends nothing, and says so once at start.
 import type { Config } from '../config.ts'
-import { mailRetryDelay } from '../domain/lead-mail.ts'
+import { MAIL_RETENTION_MS, mailRetryDelay } from '../domain/lead-mail.ts'
 import { errorCode } from '../log.ts'
 import type { Deps } from '../services/deps.ts'
 import type { LeadMail } from '../services/lead-mail.ts'
-import { claimDueMail, recordAttempt, type OutboxRow } from '../storage/lead-mail.ts'
+import { claimDueMail, pruneMail, recordAttempt, type OutboxRow } from '../storage/lead-mail.ts'
 import { expirePendingSubscriptions } from '../storage/lead-subscriptions.ts'
 
 /** Mails claimed per query, and how long a claim holds (a crashed sender's mail is due again after it). */
@@ -54,8 +54,14 @@ export function startLeadMailJob(config: Config, deps: Pick<Deps, 'db' | 'clock'
     }
   }
 
+  let prunedAt = -Infinity
   async function pass(): Promise<void> {
     await expirePendingSubscriptions(db, new Date(clock()))
+    // Old mail goes at most once an hour (by the injected clock).
+    if (clock() - prunedAt >= 3_600_000) {
+      prunedAt = clock()
+      await pruneMail(db, new Date(prunedAt - MAIL_RETENTION_MS))
+    }
     if (!mail.mailer) return
     for (;;) {
       const rows = await claimDueMail(db, new Date(clock()), BATCH, LEASE_MS)

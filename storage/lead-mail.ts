@@ -203,3 +203,9 @@ export async function listOutbox(db: Kysely<Database>, options: { status: string
   }))
   return { mails, nextBefore: rows.length > options.limit ? ids[ids.length - 1]! : null }
 }
+
+/** Deletes the mails done with (sent, failed, cancelled) before `before`, their attempts with them. */
+export async function pruneMail(db: Kysely<Database>, before: Date): Promise<number> {
+  const result = await db.deleteFrom('lead_mail_outbox').where('status', 'in', ['sent', 'failed', 'cancelled']).where('created_at', '<', before).executeTakeFirst()
+  return Number(result.numDeletedRows)
+}

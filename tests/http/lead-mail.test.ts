@@ -148,6 +148,13 @@ t.test('a demo request is emailed to the notification addresses: every field, Re
     log: [{ attempt: 1, at: new Date(app.clock.now).toISOString(), ok: true, detail: 'string' }],
   })
   t.equal(smtp.mails.length, 1, 'sent once')
+  // Kept 90 days (it copies personal data), then deleted with its attempts.
+  app.clock.advance(89 * 86_400_000)
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal((await jsonOf(await app.call('GET', '/leads/outbox', { token: keys.owner }))).mails.length, 1, 'kept for 89 days')
+  app.clock.advance(2 * 86_400_000)
+  await until(async () => (await jsonOf(await app.call('GET', '/leads/outbox', { token: keys.owner }))).mails.length === 0)
+  t.same(await app.db.selectFrom('lead_mail_attempts').selectAll().execute(), [], 'its attempts went with it')
 })
 
 t.test('SMTP down: the form answers 200 at once, the mail waits in the outbox and goes when SMTP is back', async (t) => {
