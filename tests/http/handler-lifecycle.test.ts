@@ -55,7 +55,7 @@ t.test('construction starts nothing; start() starts the background work; close()
   app.start()
   app.start()
   for (let i = 0; i < 40 && accepted < 3; i++) await new Promise((resolve) => setTimeout(resolve, 50))
-  t.equal(intervals.live(), 7, 'seven timers after start() (key use, pruning, decision-log maintenance, approval expiry, audit sealing, webhook delivery, rate-limit sharing), however often it is called')
+  t.equal(intervals.live(), 9, 'nine timers after start() (key use, pruning, decision-log maintenance, approval expiry, audit sealing, webhook delivery, rate-limit sharing, lead mail, the reports\' rollup), however often it is called')
   t.equal(accepted, 3, 'the revocation, approval and MCP registry feeds connected once each')
 
   await app.close()
