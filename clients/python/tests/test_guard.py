@@ -140,8 +140,15 @@ def test_guard_on_async_functions(steward, person, live, setup):
         return url
 
     async_client = AsyncSteward(api_key=live.owner_key, base_url=live.url)
+    asked = {}
 
-    @async_client.guard("py.approve.async", agent=setup["agent"], timeout=30, on_approval=lambda a: later(person.approvals.approve, a["approval_id"]))
+    def on_approval(approval):
+        # Called on a worker thread; the approving happens on the event loop, which therefore
+        # must keep running while guard waits (were it blocked, guard would wait in vain).
+        asked["approval_id"] = approval["approval_id"]
+        asked["loop"].call_soon_threadsafe(asked["event"].set)
+
+    @async_client.guard("py.approve.async", agent=setup["agent"], timeout=30, on_approval=on_approval)
     async def pay(amount: int) -> int:
         return amount
 
@@ -149,21 +156,17 @@ def test_guard_on_async_functions(steward, person, live, setup):
     async def nope() -> None:
         raise AssertionError("must not run")
 
+    async def approve_when_asked():
+        await asked["event"].wait()
+        await asyncio.get_running_loop().run_in_executor(None, person.approvals.approve, asked["approval_id"])
+
     async def main():
         assert await fetch("https://example.com") == "https://example.com"
-        # The loop keeps running while guard waits for the person.
-        ticks = 0
-
-        async def tick():
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.05)
-
-        ticker = asyncio.ensure_future(tick())
+        asked["loop"] = asyncio.get_running_loop()
+        asked["event"] = asyncio.Event()
+        approver = asyncio.ensure_future(approve_when_asked())
         assert await pay(42) == 42
-        ticker.cancel()
-        assert ticks > 3
+        await approver
         with pytest.raises(ActionDenied):
             await nope()
         async with async_client.guard("py.allow.async-block", agent=setup["agent"], args={"k": 1}) as decision:
