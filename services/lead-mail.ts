@@ -1,5 +1,6 @@
-// Lead mail, the use cases: store a lead together with the mail it causes (one transaction: a
-// stored lead never lacks its mail, a refused one never has any), confirm and unsubscribe through
+// Lead mail, the use cases: store a lead together with the mail it causes (one statement, or one
+// transaction under double opt-in: a stored lead never lacks its mail, a refused one never has
+// any; a settings read is cached for a second), confirm and unsubscribe through
 // signed links, and the per-list settings. Sending is the outbox job's (jobs/lead-mail.ts): a
 // form's answer never waits for SMTP. Without SMTP settings nothing is queued and the forms take
 // exactly the path they took before.
