@@ -9,7 +9,12 @@ function oneLine(text: string, max = 150): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
 }
 
-const shown = (value: string | null | undefined) => (value === null || value === undefined || value === '' ? '(none)' : value)
+/**
+ * A field's value in a body: its further lines indented under the first, so a value holding line
+ * breaks cannot pass for another field (`Email: someone-else@…`).
+ */
+const shown = (value: string | null | undefined) =>
+  value === null || value === undefined || value === '' ? '(none)' : value.replace(/\r\n|[\r\n\u2028\u2029\u0085]/g, `\n${' '.repeat(14)}`)
 
 export interface RenderedMail {
   subject: string
@@ -23,11 +28,11 @@ export function demoNotification(lead: NewDemoRequest, receivedAt: Date): Render
     body: [
       `A new demo request arrived at ${receivedAt.toISOString()}.`,
       '',
-      `First name:   ${lead.first_name}`,
-      `Last name:    ${lead.last_name}`,
-      `Email:        ${lead.email}`,
-      `Company:      ${lead.company}`,
-      `LinkedIn:     ${lead.linkedin}`,
+      `First name:   ${shown(lead.first_name)}`,
+      `Last name:    ${shown(lead.last_name)}`,
+      `Email:        ${shown(lead.email)}`,
+      `Company:      ${shown(lead.company)}`,
+      `LinkedIn:     ${shown(lead.linkedin)}`,
       `Phone:        ${shown(lead.phone)}`,
       `Source:       ${shown(lead.source)}`,
       `Analytics id: ${shown(lead.analytics_distinct_id)}`,
@@ -44,9 +49,9 @@ export function subscriptionNotification(lead: NewSubscription, receivedAt: Date
     body: [
       `A new newsletter subscription arrived at ${receivedAt.toISOString()}.`,
       '',
-      `Email:        ${lead.email}`,
+      `Email:        ${shown(lead.email)}`,
       `Status:       ${status === 'pending' ? 'pending (waiting for the subscriber to confirm)' : 'active'}`,
-      `Posted to:    ${lead.via}`,
+      `Posted to:    ${shown(lead.via)}`,
       `Source:       ${shown(lead.source)}`,
       `Analytics id: ${shown(lead.analytics_distinct_id)}`,
       '',

@@ -224,3 +224,18 @@ t.test('with LEADS_ORGANIZATION_ID: the lead, its lead.created event and its mai
   const queued = await app.db.selectFrom('lead_mail_outbox').select(['list', 'lead_id', 'email_normalized']).orderBy('id').execute()
   t.same(queued.map((q) => [q.list, q.email_normalized, typeof q.lead_id]), [['demo-requests', 'ada@example.com', 'number'], ['newsletter', 'news@example.com', 'number']])
 })
+
+t.test('a field with line breaks cannot pass for another field in the notification, nor break the subject', async (t) => {
+  const smtp = await startSmtp()
+  t.teardown(() => smtp.stop())
+  const { app, keys } = await world(t, smtpEnv(smtp))
+  await app.call('PATCH', '/leads/lists/demo-requests', { token: keys.owner, json: { notify: ['sales@example.com'] } })
+  const sneaky = { ...DEMO, email: 'eve@example.com', company: 'Evil\nEmail:        ceo@victim.example', last_name: 'Doe\r\nBcc: x@example.com' }
+  t.equal((await app.call('POST', '/demo-request', { json: sneaky })).status, 200)
+  const [mail] = await smtp.waitFor(1)
+  t.equal(mail!.headers.subject, 'New demo request: Ada Doe Bcc: x@example.com, Evil Email: ceo@victim.example')
+  t.notOk('bcc' in mail!.headers)
+  t.same(mail!.to, ['sales@example.com'])
+  t.match(mail!.text, 'Company:      Evil\n              Email:        ceo@victim.example\n')
+  t.same(mail!.text.split('\n').filter((line) => line.startsWith('Email:')), ['Email:        eve@example.com'], 'one Email line, the requester\'s')
+})
