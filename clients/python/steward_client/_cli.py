@@ -264,6 +264,17 @@ def cmd_policies(c: Steward, a: argparse.Namespace, o: Output) -> int:
             o.emit(plan)
         else:
             _show_plan(plan, o.out)
+    elif a.sub == "export":
+        # The policies in force as a file for plan/apply: only the fields a POST /policies takes.
+        fields = ("name", "description", "effect", "agents", "actions", "resources", "condition", "approval", "mode", "enabled", "limits")
+        policies = [{k: p[k] for k in fields if p.get(k) is not None} for p in c.policies.list()]
+        text = json.dumps({"policies": policies}, indent=2, ensure_ascii=False) + "\n"
+        if a.output:
+            with open(a.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            o.err.write(f"wrote {len(policies)} policies to {a.output}\n")
+        else:
+            o.out.write(text)
     elif a.sub == "apply":
         policies = load_policy_file(a.file)
         base = a.base
@@ -464,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--replay-limit", type=int, help="replay at most this many decisions")
         else:
             q.add_argument("--base", help="the base of a plan you reviewed: refuse (exit 1) if the policies changed since")
+    q = sub.add_parser("export", help="the policies in force as a policies.json to plan and apply from")
+    q.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.set_defaults(run=cmd_policies)
 
     p = commands.add_parser("audit", help="list, verify or export the audit log", description="The organization's audit log.")

@@ -175,6 +175,13 @@ def test_policies_as_code_round_trip(cli, other_org, tmp_path):
     assert json.loads(cli("--json", "policies", "rollback", pid, "1", key=key)[1])["condition"] is None
     code, out, _ = cli("--json", "policies", "replay", "-f", str(file), key=key)
     assert code == 0 and json.loads(out)["evaluated"] == 0
+    # Exported, the set in force is a file whose plan changes nothing.
+    exported = tmp_path / "exported.json"
+    code, _, err = cli("policies", "export", "-o", str(exported), key=key)
+    assert code == 0 and err == f"wrote 1 policies to {exported}\n"
+    assert [p["name"] for p in json.loads(exported.read_text())["policies"]] == ["Refunds need approval"]
+    plan = json.loads(cli("--json", "policies", "plan", "-f", str(exported), key=key)[1])
+    assert (plan["create"], plan["change"], plan["archive"], plan["unchanged"]) == ([], [], [], 1)
 
 
 def test_toml_needs_python_3_11(tmp_path, monkeypatch):
