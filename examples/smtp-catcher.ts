@@ -34,6 +34,8 @@ const server = new SMTPServer({
     })
   },
 })
+// A client that drops its connection is not the catcher's failure.
+server.on('error', (error) => process.stderr.write(`smtp-catcher: ${error.message}\n`))
 server.listen(port, '127.0.0.1', () => process.stdout.write(`smtp-catcher listening on 127.0.0.1:${port}\n`))
 process.on('SIGINT', () => server.close(() => process.exit(0)))
 process.on('SIGTERM', () => server.close(() => process.exit(0)))
