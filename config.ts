@@ -147,6 +147,7 @@ const EnvSchema = v.object({
   SMTP_REQUIRE_TLS: v.optional(v.pipe(v.string(), v.transform((text) => text === 'true')), 'false'),
   SMTP_TLS_REJECT_UNAUTHORIZED: v.optional(v.pipe(v.string(), v.transform((text) => text !== 'false')), 'true'),
   SMTP_TLS_SERVERNAME: v.optional(v.string()),
+  SMTP_TLS_CA_FILE: v.optional(v.string()),
   SMTP_TIMEOUT_MS: integer('SMTP_TIMEOUT_MS', 30_000, 100, 600_000),
   LEAD_MAIL_POLL_MS: integer('LEAD_MAIL_POLL_MS', 5_000, 10, 3_600_000),
   LEADS_ORGANIZATION_ID: v.optional(
@@ -275,6 +276,8 @@ export interface SmtpSettings {
   readonly requireTls: boolean
   readonly tlsRejectUnauthorized: boolean
   readonly tlsServername: string | null
+  /** PEM certificates trusted besides the system's (a private CA), read at start; null: the system's only. */
+  readonly tlsCa: string | null
   readonly timeoutMs: number
 }
 
@@ -296,6 +299,7 @@ function readSmtp(env: Settings): SmtpSettings | null {
     requireTls: env.SMTP_REQUIRE_TLS,
     tlsRejectUnauthorized: env.SMTP_TLS_REJECT_UNAUTHORIZED,
     tlsServername: env.SMTP_TLS_SERVERNAME ?? null,
+    tlsCa: env.SMTP_TLS_CA_FILE ? readText(env.SMTP_TLS_CA_FILE, 'SMTP_TLS_CA_FILE') : null,
     timeoutMs: env.SMTP_TIMEOUT_MS,
   })
 }

@@ -1,5 +1,6 @@
 // The SMTP transport of lead mail (nodemailer): one per process, built from the SMTP settings.
 // A send resolves with the server's answer or rejects with its error; retrying is the outbox job's.
+import tls from 'node:tls'
 import nodemailer from 'nodemailer'
 import type { SmtpSettings } from '../config.ts'
 
@@ -24,7 +25,8 @@ export function createMailer(smtp: SmtpSettings): Mailer {
     secure: smtp.secure,
     requireTLS: smtp.requireTls,
     auth: smtp.user !== null ? { user: smtp.user, pass: smtp.password ?? '' } : undefined,
-    tls: { rejectUnauthorized: smtp.tlsRejectUnauthorized, ...(smtp.tlsServername ? { servername: smtp.tlsServername } : {}) },
+    // A private CA is trusted besides the system's, never instead of them.
+    tls: { rejectUnauthorized: smtp.tlsRejectUnauthorized, ...(smtp.tlsServername ? { servername: smtp.tlsServername } : {}), ...(smtp.tlsCa ? { ca: [...tls.rootCertificates, smtp.tlsCa] } : {}) },
     connectionTimeout: smtp.timeoutMs,
     greetingTimeout: smtp.timeoutMs,
     socketTimeout: smtp.timeoutMs,

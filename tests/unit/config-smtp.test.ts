@@ -19,6 +19,7 @@ t.test('SMTP_URL gives host, port, TLS mode and credentials; SMTP_FROM is requir
     requireTls: false,
     tlsRejectUnauthorized: true,
     tlsServername: null,
+    tlsCa: null,
     timeoutMs: 30_000,
   })
   const plain = loadConfig({ SMTP_URL: 'smtp://smtp.example.com:2525', SMTP_FROM: 'a@example.com', SMTP_REQUIRE_TLS: 'true' }).smtp!
@@ -41,4 +42,5 @@ t.test('SMTP_HOST and the parts: 587 plain by default, 465 secure, explicit SMTP
   t.same([auth.user, auth.password, auth.tlsRejectUnauthorized, auth.tlsServername], ['u', 'p', false, 'mail.example.com'])
   t.throws(() => loadConfig({ ...base, SMTP_PORT: '70000' }), new ConfigError('SMTP_PORT must be between 1 and 65535'))
   t.throws(() => loadConfig({ ...base, SMTP_SECURE: 'yes' }), new ConfigError('SMTP_SECURE must be true or false'))
+  t.throws(() => loadConfig({ ...base, SMTP_TLS_CA_FILE: '/nonexistent/ca.pem' }), new ConfigError('SMTP_TLS_CA_FILE: cannot read /nonexistent/ca.pem (ENOENT)'))
 })
