@@ -68,7 +68,8 @@ export function buildLlmsTxt(config: Config, openapi: { servers?: { url: string 
       'Every decision answers 200 with "decision": "allow", "deny" or "require_approval", the "reasons" (the policies, or a rule such as default_decision, agent_suspended or unknown_agent), a "decision_id" and "args_sha256". ' +
       'Act only on allow; treat any other answer, and any error (a 503 means the decision could not be recorded), as a refusal. ' +
       'Send an "idempotency_key" to retry safely: the same key from the same credential within 24 hours returns the first answer. ' +
-      `POST ${config.productApiUrl}/decisions/simulate answers the same without recording anything, and GET ${config.productApiUrl}/agents/me/capabilities lists what an agent key may do.`,
+      `POST ${config.productApiUrl}/decisions/simulate answers the same without recording anything, and GET ${config.productApiUrl}/agents/me/capabilities lists what an agent key may do. ` +
+      `A policy may carry budgets: a "deny" with the rule limit_exceeded names the limit, its window, what was used and what remains (its "message" says it in one sentence); GET ${config.productApiUrl}/agents/me/usage says what is left of each limit and when it resets.`,
     '',
     'When the decision is "require_approval", a person must approve this exact action first; the answer carries "approval": {"approval_id", "status": "pending", "expires_at"}. ' +
       `Wait with GET ${config.productApiUrl}/approvals/<approval_id>?wait=60, repeating while "status" is "pending" (each call holds up to 60 seconds and answers as soon as a person decides). ` +
