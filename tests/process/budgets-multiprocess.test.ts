@@ -52,7 +52,8 @@ if (!url) {
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => ask(i % 2 ? a : b, 'budget.count')))
     t.same([...new Set(answers.map((x) => x.status))], [200])
     t.equal(answers.filter((x) => x.body.decision === 'allow').length, 37, 'exactly 37 allows')
-    t.ok(answers.some((x, i) => i % 2 === 1 && x.body.decision === 'allow') && answers.some((x, i) => i % 2 === 0 && x.body.decision === 'allow'), 'both processes allowed some')
+    // Which process won how many depends on scheduling: said, not asserted.
+    t.comment(`allows through A: ${answers.filter((x, i) => i % 2 === 1 && x.body.decision === 'allow').length}, through B: ${answers.filter((x, i) => i % 2 === 0 && x.body.decision === 'allow').length}`)
     t.equal(await used(p.policy_id), 37, 'the counter holds 37')
     t.equal(await allows('budget.count'), 37, 'the log holds 37 allows')
   })
