@@ -309,3 +309,16 @@ t.test('capabilities mention the limits of the policies behind each entry', asyn
   const entry = (await jsonOf(res)).capabilities.find((c: any) => c.action === 'cap.go')
   t.same(entry.policies[0].limits, [{ name: 'weekly', kind: 'spend', max: 900, currency: 'EUR', scope: 'agent', window: 'week (Asia/Tokyo)', mode: 'enforce' }])
 })
+
+t.test('idempotency keys: a repeat never counts twice, and a limit refusal is the answer kept', async (t) => {
+  await makeAgent('keyed')
+  const p = await policy({ name: 'Keyed', actions: ['keyed.go'], limits: [countLimit('one', 1, { type: 'all_time' })] })
+  const ask = (key: string) => decide({ agent: 'keyed', action: 'keyed.go', idempotency_key: key })
+  const [first, again] = await Promise.all([ask('k-1'), ask('k-1')])
+  t.same([first.body.decision, again.body.decision, again.body.decision_id], ['allow', 'allow', first.body.decision_id], 'one decision for the key')
+  t.equal(await countersUsed(p.policy_id), 1, 'counted once')
+  const refused = await ask('k-2')
+  t.match(refused.body, { decision: 'deny', reasons: [{ rule: 'limit_exceeded', limit: 'one' }] })
+  t.same((await ask('k-2')).body, refused.body, 'the refusal is what the key answers again')
+  t.equal(await countersUsed(p.policy_id), 1)
+})
