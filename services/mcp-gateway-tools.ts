@@ -64,10 +64,17 @@ const RULE_TEXT: Readonly<Record<string, string>> = {
   approval: 'an approval was used',
 }
 
+/** A rule's sentence; a limit's reason carries its own (the limit, window, used and remaining). */
+function ruleText(reason: Extract<Reason, { rule: string }>): string {
+  const message = (reason as { message?: unknown }).message
+  if (typeof message === 'string' && message.length > 0) return message
+  return RULE_TEXT[reason.rule] ?? reason.rule
+}
+
 /** The reasons of a decision as a sentence: each policy by name, version and effect, or the rule. */
 export function reasonsText(reasons: readonly Reason[]): string {
   if (reasons.length === 0) return 'no reason was given'
   return reasons
-    .map((reason) => ('rule' in reason ? (RULE_TEXT[reason.rule] ?? reason.rule) : `policy "${reason.name}" (version ${reason.version}, ${reason.effect}, ${reason.mode})`))
+    .map((reason) => ('rule' in reason ? ruleText(reason) : `policy "${reason.name}" (version ${reason.version}, ${reason.effect}, ${reason.mode})`))
     .join('; ')
 }

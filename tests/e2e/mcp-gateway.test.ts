@@ -201,3 +201,15 @@ t.test('a listen stream ends when its agent key is revoked: no notifications for
   const again = await app.call('POST', '/mcp', { token: created.api_key, json: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} } })
   t.equal(again.status, 401, 'and the key opens nothing new')
 })
+
+t.test('a call over a budget is a tool error that says which limit, how much was used and when it resets', async (t) => {
+  const budget = [{ name: 'echoes', kind: 'count', max: 0, window: { type: 'all_time' } }]
+  const patched = await app.call('PATCH', `/policies/${world.policies.echo}`, { token: app.vars.ADMIN_KEY_A, json: { effect: 'allow', limits: budget } })
+  t.equal(patched.status, 200)
+  t.teardown(async () => void (await app.call('PATCH', `/policies/${world.policies.echo}`, { token: app.vars.ADMIN_KEY_A, json: { limits: [] } })))
+  const before = calls('echo')
+  const result = (await (await modernClient(t, app, keys.reader)).callTool({ name: 'demo__echo', arguments: { text: 'over budget' } })) as { isError?: boolean; content: unknown }
+  t.equal(result.isError, true)
+  t.match(textOf(result), /^Steward denied demo__echo \(action mcp\.demo\.echo\): Limit "echoes" of policy "Echo for everyone" \(count, all_time\): 0 used of 0, 0 remaining; this request needs 1\. Decision [0-9a-f-]{36}; nothing was sent upstream\.$/)
+  t.equal(calls('echo'), before, 'nothing reached the upstream')
+})
