@@ -34,6 +34,8 @@ export interface LeadMail {
   storeSubscription(lead: NewSubscription, at: Date, audit: LeadAudit | null, ip: string | null): Promise<boolean>
   confirm(token: string, at: Date, ip: string | null): Promise<ConfirmResult>
   /** Whether `token` is a genuine unsubscribe link (the GET page shows its button only then). */
+  /** Whether a confirmation link is genuine and unexpired, without confirming (the page before the button). */
+  checkConfirm(token: string, at: Date): 'ok' | 'invalid' | 'expired'
   checkUnsubscribe(token: string): boolean
   unsubscribe(token: string, at: Date): Promise<UnsubscribeResult>
   /** The one-click unsubscribe URL of newsletter lead `leadId`; null without a secrets key. */
@@ -155,6 +157,12 @@ export function createLeadMail(options: { db: Kysely<Database>; config: Config; 
       if (!link) return 'invalid'
       if (link.expiresAt * 1000 <= at.getTime()) return 'expired'
       return confirmSubscription(db, link.id, at, ip)
+    },
+
+    checkConfirm(token, at) {
+      const link = links.verify('confirm', token)
+      if (!link) return 'invalid'
+      return link.expiresAt * 1000 <= at.getTime() ? 'expired' : 'ok'
     },
 
     checkUnsubscribe(token) {

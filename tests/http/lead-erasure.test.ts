@@ -151,7 +151,7 @@ t.test('erase after the real mail flows: a notification, a double opt-in confirm
   const mails = await smtp.waitFor(2)
   const confirmation = mails.find((mail) => mail.headers.subject === 'Confirm your newsletter subscription')!
   const link = /https:\/\/api\.example\.com(\/leads\/confirm\?token=[\w.%-]+)/.exec(confirmation.text)![1]!
-  t.equal((await mailApp.request(link, { conn: { remoteAddress: '203.0.113.7' } })).status, 200)
+  t.equal((await mailApp.request(link, { method: 'POST', conn: { remoteAddress: '203.0.113.7' } })).status, 200)
   // The mails were sent: wait for their attempt rows.
   for (let tries = 0; tries < 100; tries++) {
     const sent = await mailApp.db.selectFrom('lead_mail_outbox').select('id').where('status', '=', 'sent').execute()

@@ -73,7 +73,16 @@ t.test('signup, confirmation mail, confirm: pending then active, consent recorde
   t.same((await subscribers()).map((s: any) => [s.email, s.status]), [['Grace@example.com', 'pending']])
 
   clock.advance(60_000)
-  const page = await app.call('GET', confirm, { conn: { remoteAddress: '203.0.113.7' } })
+  // Opening the link (as a mail scanner does, HEAD included) changes nothing: its page has the button.
+  for (const method of ['GET', 'HEAD']) {
+    const opened = await app.call(method, confirm, { conn: { remoteAddress: '192.0.2.9' } })
+    t.equal(opened.status, 200, `${method} answers the page`)
+  }
+  const opened = await (await app.call('GET', confirm)).text()
+  t.match(opened, `<form method="post" action="${confirm.replace('/leads/', '')}"><button type="submit">Confirm my subscription</button></form>`)
+  t.same((await subscribers()).map((s: any) => [s.email, s.status]), [['Grace@example.com', 'pending']], 'still pending after the link was opened')
+  // What the page's form posts: a form-encoded body (empty), from a browser without credentials.
+  const page = await app.call('POST', confirm, { body: '', headers: { 'content-type': 'application/x-www-form-urlencoded' }, conn: { remoteAddress: '203.0.113.7' } })
   t.equal(page.status, 200)
   t.match(page.headers.get('content-type'), 'text/html; charset=utf-8')
   t.match(await page.text(), '<h1>Subscription confirmed</h1>')
@@ -83,7 +92,7 @@ t.test('signup, confirmation mail, confirm: pending then active, consent recorde
 
   // Replayed: the same answer, nothing recorded again.
   clock.advance(60_000)
-  const again = await app.call('GET', confirm, { conn: { remoteAddress: '198.51.100.1' } })
+  const again = await app.call('POST', confirm, { conn: { remoteAddress: '198.51.100.1' } })
   t.equal(again.status, 200)
   t.match(await again.text(), 'already confirmed')
   const after = await db.selectFrom('lead_subscriptions').selectAll().executeTakeFirstOrThrow()
@@ -112,9 +121,11 @@ t.test('forged, altered and foreign links are refused with 400; nothing changes'
     unsubscribeToken,
   ]
   for (const bad of forged) {
-    const answer = await app.call('GET', `/leads/confirm?token=${encodeURIComponent(bad)}`)
-    t.equal(answer.status, 400, `confirm ${bad}`)
-    t.match(await answer.text(), '<h1>This link is not valid</h1>')
+    for (const method of ['GET', 'POST']) {
+      const answer = await app.call(method, `/leads/confirm?token=${encodeURIComponent(bad)}`)
+      t.equal(answer.status, 400, `${method} confirm ${bad}`)
+      t.match(await answer.text(), '<h1>This link is not valid</h1>')
+    }
   }
   for (const bad of [token, `u.${id}.0.${mac}`, unsubscribeToken.slice(0, -2)]) {
     t.equal((await app.call('GET', `/leads/unsubscribe?token=${encodeURIComponent(bad)}`)).status, 400, `unsubscribe page ${bad}`)
@@ -147,9 +158,11 @@ t.test('unconfirmed subscriptions expire: the link stops working, the address is
   await subscribe('late@example.com')
   const [mail] = await smtp.waitFor(1)
   clock.advance(7200 * 1000)
-  const expired = await app.call('GET', linkIn(mail!, '/leads/confirm'))
-  t.equal(expired.status, 410)
-  t.match(await expired.text(), 'This link has expired')
+  for (const method of ['GET', 'POST']) {
+    const expired = await app.call(method, linkIn(mail!, '/leads/confirm'))
+    t.equal(expired.status, 410, method)
+    t.match(await expired.text(), 'This link has expired')
+  }
   // The job expires it at its next pass (LEAD_MAIL_POLL_MS is 50 ms here).
   while ((await subscribers()).length > 0) await new Promise((resolve) => setTimeout(resolve, 20))
   const row = await db.selectFrom('lead_subscriptions').selectAll().executeTakeFirstOrThrow()
@@ -167,7 +180,7 @@ t.test('unsubscribe: GET shows a button and changes nothing; one-click POST with
   const byAddress = new Map(smtp.mails.map((mail) => [mail.to[0], mail]))
   const one = unsubscribePath(byAddress.get('one@example.com')!)
   const two = unsubscribePath(byAddress.get('two@example.com')!)
-  await app.call('GET', linkIn(byAddress.get('one@example.com')!, '/leads/confirm'))
+  await app.call('POST', linkIn(byAddress.get('one@example.com')!, '/leads/confirm'))
 
   const page = await app.call('GET', one)
   t.equal(page.status, 200)
@@ -199,7 +212,7 @@ t.test('unsubscribe: GET shows a button and changes nothing; one-click POST with
   await smtp.waitFor(3)
   t.same((await subscribers()).map((s: any) => [s.email, s.status]), [['one@example.com', 'pending']])
   t.equal((await db.selectFrom('lead_subscriptions').select('id').where('email_normalized', '=', 'one@example.com').execute()).length, 2, 'both consents are on record')
-  t.equal((await app.call('GET', linkIn(smtp.mails[0]!.to[0] === 'one@example.com' ? smtp.mails[0]! : smtp.mails[1]!, '/leads/confirm'))).status, 410, "the old subscription's link does not revive it")
+  t.equal((await app.call('POST', linkIn(smtp.mails[0]!.to[0] === 'one@example.com' ? smtp.mails[0]! : smtp.mails[1]!, '/leads/confirm'))).status, 410, "the old subscription's link does not revive it")
 })
 
 t.test('with double opt-in off, subscribers are active at once and can still unsubscribe in one click', async (t) => {
