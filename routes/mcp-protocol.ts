@@ -41,6 +41,9 @@ export interface McpAuthExtra {
   readonly principal: Principal & { readonly agentId: string }
   /** From the 2025-era stateless session id (routes/mcp.ts); null when the request carried none. */
   readonly legacyClient: { readonly name: string; readonly version: string } | null
+  readonly requestId: string
+  /** The traceparent of the HTTP request's span (tracing on), else null. */
+  readonly traceparent: string | null
 }
 
 export interface McpProtocolOptions {
@@ -66,10 +69,10 @@ function callerOf(ctx: ServerContext, era: McpRequestContext['era']): GatewayCal
   if (era === 'modern') {
     const envelope = (ctx.mcpReq.envelope ?? {}) as Record<string, unknown>
     const version = envelope[PROTOCOL_VERSION_META_KEY]
-    return { principal: extra.principal, client: clientOf(envelope[CLIENT_INFO_META_KEY]), protocolVersion: typeof version === 'string' ? version : null }
+    return { principal: extra.principal, client: clientOf(envelope[CLIENT_INFO_META_KEY]), protocolVersion: typeof version === 'string' ? version : null, requestId: extra.requestId, traceparent: extra.traceparent }
   }
   const version = ctx.http?.req?.headers.get('mcp-protocol-version') ?? null
-  return { principal: extra.principal, client: extra.legacyClient, protocolVersion: version }
+  return { principal: extra.principal, client: extra.legacyClient, protocolVersion: version, requestId: extra.requestId, traceparent: extra.traceparent }
 }
 
 /** Progress notifications for a client that sent a progress token; null for one that did not. */

@@ -174,7 +174,12 @@ export function createMcpSurface(config: Config, deps: Deps, services: Services)
         return rpcError(400, -32700, 'Parse error: the body is not JSON')
       }
     }
-    const extra: McpAuthExtra = { principal: agentKey, legacyClient: legacyClientOf(request as unknown as Request) }
+    const extra: McpAuthExtra = {
+      principal: agentKey,
+      legacyClient: legacyClientOf(request as unknown as Request),
+      requestId: ctx.requestId,
+      traceparent: deps.telemetry?.traceparentOf(request as unknown as Request) ?? null,
+    }
     const authInfo = { token: '', clientId: principal.keyId ?? '', scopes: [], extra: extra as unknown as Record<string, unknown> }
     const response = await handlerFor(principal.organizationId).fetch(request as unknown as Request, parsedBody === undefined ? { authInfo } : { authInfo, parsedBody })
     const headers: Record<string, string> = {}

@@ -30,7 +30,8 @@ export interface UpstreamClients {
   /** The upstream's tools (kept for a while); UpstreamError when it cannot be listed. */
   listTools(upstream: Upstream): Promise<readonly Tool[]>
   /** Calls one tool upstream, once; its result as the upstream gave it, or UpstreamError. */
-  callTool(upstream: Upstream, tool: string, args: Record<string, unknown>, signal: AbortSignal | null): Promise<CallToolResult>
+  /** `traceparent`: the trace the call continues (sent as `_meta.traceparent`), or null. */
+  callTool(upstream: Upstream, tool: string, args: Record<string, unknown>, signal: AbortSignal | null, traceparent?: string | null): Promise<CallToolResult>
   /** Runs `listener` with the organization whose upstream says its tools changed. */
   onToolsChanged(listener: (organizationId: string) => void): () => void
   /** Drops (and disconnects) the clients of an organization's upstreams, e.g. after its registry changed. */
@@ -126,13 +127,13 @@ export function createUpstreamClients(deps: UpstreamClientsDeps): UpstreamClient
         throw new UpstreamError(message, false)
       }
     },
-    async callTool(upstream, tool, args, signal) {
+    async callTool(upstream, tool, args, signal, traceparent) {
       const entry = entryFor(upstream)
       let sent = false
       try {
         const client = await entry.client
         sent = true
-        return await client.callTool({ name: tool, arguments: args }, { timeout: deps.timeoutMs, ...(signal ? { signal } : {}) })
+        return await client.callTool({ name: tool, arguments: args, ...(traceparent ? { _meta: { traceparent } } : {}) }, { timeout: deps.timeoutMs, ...(signal ? { signal } : {}) })
       } catch (error) {
         drop(upstream.serverId, entry)
         const { message, refused } = describe(upstream, error, deps.timeoutMs)

@@ -29,6 +29,10 @@ export interface GatewayCaller {
   readonly client: { readonly name: string; readonly version: string } | null
   /** The protocol revision of the request, e.g. 2026-07-28 or 2025-11-25. */
   readonly protocolVersion: string | null
+  /** The HTTP request's id (its decision and audit records carry it). */
+  readonly requestId: string | null
+  /** The traceparent of the request's span when tracing is on: the upstream call continues that trace. */
+  readonly traceparent: string | null
 }
 
 /** An approval a call waits for. */
@@ -118,7 +122,7 @@ export function createMcpGateway(deps: McpGatewayDeps): McpGateway {
         approval_id: approvalId,
         idempotency_key: null,
         via: 'mcp',
-      })
+      }, { requestId: caller.requestId, now: deps.clock() })
       return answer
     } catch (error) {
       if (!(error instanceof HttpError)) throw error
@@ -173,7 +177,7 @@ export function createMcpGateway(deps: McpGatewayDeps): McpGateway {
         return { kind: 'done', result: toolError(text, answer) }
       }
       try {
-        return { kind: 'done', result: forwarded(await deps.clients.callTool(upstream, ref.tool, call.args, signal)) }
+        return { kind: 'done', result: forwarded(await deps.clients.callTool(upstream, ref.tool, call.args, signal, caller.traceparent)) }
       } catch (error) {
         if (!(error instanceof UpstreamError)) throw error
         const ran = error.mayHaveRun ? ' It may or may not have run there.' : ''

@@ -13,7 +13,7 @@ export function observedDecisions(service: DecisionService, telemetry: Telemetry
     async decide(principal, input, call) {
       const started = performance.now()
       const result = await service.decide(principal, input, call)
-      if (!result.replayed) telemetry.decided(result.answer, input.agent ?? null, input.action, (performance.now() - started) / 1000, call?.requestId ?? null)
+      if (!result.replayed) telemetry.decided(result.answer, input.agent ?? null, input.action, (performance.now() - started) / 1000, call?.requestId ?? null, principal.agentId)
       return result
     },
   }

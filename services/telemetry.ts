@@ -9,21 +9,27 @@ import type { Database } from '../database/schema.ts'
 import type { ConnectionInfo } from '../http/context.ts'
 import type { Logger } from '../log.ts'
 import { loadMetrics, type Metrics, type PoolStats } from './metrics.ts'
-import { loadTracing, type Tracing } from './tracing.ts'
+import { loadTracing, type RequestSpan, type Tracing } from './tracing.ts'
 
 export type { PoolStats } from './metrics.ts'
 
 export interface Telemetry {
   /** Metrics are served (METRICS_TOKEN is set). */
   readonly metricsOn: boolean
-  /** A decision was made and logged in `seconds`, for the request `requestId` (its span gets the outcome). */
-  decided(answer: { readonly decision: string; readonly reasons: readonly object[] }, agent: string | null, action: string, seconds: number, requestId: string | null): void
+  /**
+   * A decision was made and logged in `seconds`, for the request `requestId` (its span gets the
+   * outcome). `agent`: the handle the request named; `agentId`: the agent of an agent key (which
+   * names no handle).
+   */
+  decided(answer: { readonly decision: string; readonly reasons: readonly object[] }, agent: string | null, action: string, seconds: number, requestId: string | null, agentId?: string | null): void
   /** An approval was approved, denied or cancelled, `seconds` after it was requested. */
   approvalClosed(result: string, seconds: number): void
   /** One webhook delivery attempt's result. */
   webhookAttempt(result: 'delivered' | 'failed' | 'gave_up'): void
   /** Runs an outgoing request under a client span (tracing on): `work` adds the headers it gets ({} when off). */
-  outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>): Promise<T>
+  outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>, parent?: string | null): Promise<T>
+  /** The traceparent of the span of `request` while it is served (tracing on), else null. */
+  traceparentOf(request: Request): string | null
   /** Wraps the handler's fetch: a span and the request metric per request. */
   wrap(fetch: Fetch): Fetch
   /** The /metrics answer; null when metrics are off. */
@@ -82,14 +88,21 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
   // A decision's span attributes, by request id, until its request's span ends: the decision
   // service knows the request id, not the span. Bounded: a flood of ids empties it.
   const decisionAttributes = new Map<string, Record<string, string>>()
+  // The span of each request being served, so that work done for it (an MCP upstream call) continues its trace.
+  const spans = new WeakMap<Request, RequestSpan>()
 
   return {
     metricsOn,
-    decided(answer, agent, action, seconds, requestId) {
+    decided(answer, agent, action, seconds, requestId, agentId) {
       metrics?.decided(answer.decision, ruleOf(answer.reasons), seconds)
       if (tracing === null || requestId === null) return
       if (decisionAttributes.size >= 10_000) decisionAttributes.clear()
-      decisionAttributes.set(requestId, { 'steward.decision.outcome': answer.decision, 'steward.agent': agent ?? '', 'steward.action': action })
+      decisionAttributes.set(requestId, {
+        'steward.decision.outcome': answer.decision,
+        ...(agent !== null ? { 'steward.agent': agent } : {}),
+        ...(agentId ? { 'steward.agent_id': agentId } : {}),
+        'steward.action': action,
+      })
     },
     approvalClosed(result, seconds) {
       metrics?.approvalClosed(result, seconds)
@@ -97,13 +110,17 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
     webhookAttempt(result) {
       metrics?.webhookAttempt(result)
     },
-    outgoing(name, attributes, work) {
-      return tracing ? (tracing as Tracing).outgoing(name, attributes, work) : work(NO_HEADERS)
+    outgoing(name, attributes, work, parent) {
+      return tracing ? (tracing as Tracing).outgoing(name, attributes, work, parent) : work(NO_HEADERS)
+    },
+    traceparentOf(request) {
+      return spans.get(request)?.traceparent() ?? null
     },
     wrap(fetch) {
       const observed: Fetch = (request, conn) => {
         const started = performance.now()
         const span = tracing?.request(request) ?? null
+        if (span) spans.set(request, span)
         const settle = (response: Response): Response => {
           // The route template itty-router matched (never the raw path); none: no route matched.
           const route = (request as { route?: string }).route ?? null
@@ -147,10 +164,29 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
 export function tracedFetch(fetch: typeof globalThis.fetch, telemetry: Telemetry | undefined, name: string): typeof globalThis.fetch {
   if (!telemetry) return fetch
   return (input, init = {}) =>
-    telemetry.outgoing(name, {}, (trace) => {
-      if (trace.traceparent === undefined) return fetch(input, init)
-      const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined))
-      for (const [header, value] of Object.entries(trace)) headers.set(header, value)
-      return fetch(input, { ...init, headers })
-    })
+    telemetry.outgoing(
+      name,
+      {},
+      (trace) => {
+        if (trace.traceparent === undefined) return fetch(input, init)
+        const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined))
+        for (const [header, value] of Object.entries(trace)) headers.set(header, value)
+        return fetch(input, { ...init, headers })
+      },
+      parentIn(init.body),
+    )
+}
+
+/**
+ * The trace an MCP message continues: `params._meta.traceparent`, where the gateway puts the
+ * traceparent of the request it serves (OpenTelemetry's convention for MCP); null for others.
+ */
+function parentIn(body: unknown): string | null {
+  if (typeof body !== 'string' || !body.includes('"traceparent"')) return null
+  try {
+    const value = (JSON.parse(body) as { params?: { _meta?: { traceparent?: unknown } } }).params?._meta?.traceparent
+    return typeof value === 'string' && /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(value) ? value : null
+  } catch {
+    return null
+  }
 }

@@ -18,13 +18,18 @@ export interface RequestSpan {
   setAttributes(attributes: Readonly<Record<string, string>>): void
   /** Ends the span with what the answer was. */
   end(method: string, route: string | null, status: number): void
+  /** The W3C traceparent naming this span: what work done for the request continues. */
+  traceparent(): string
 }
 
 export interface Tracing {
   /** Starts the span of an incoming request (continuing its `traceparent`, if valid). */
   request(request: Request): RequestSpan
-  /** Runs `work` (an outgoing request) under a client span; `work` sends the headers it is given. */
-  outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>): Promise<T>
+  /**
+   * Runs `work` (an outgoing request) under a client span, a child of `parent` (a traceparent)
+   * when given, else the root of a new trace; `work` sends the headers it is given.
+   */
+  outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>, parent?: string | null): Promise<T>
   /** Sends the spans that are waiting. */
   flush(): Promise<void>
   /** Sends what waits, then stops. */
@@ -63,6 +68,7 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
       const span = tracer.startSpan(request.method, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': request.method } }, parent)
       return {
         setAttributes: (attributes) => void span.setAttributes(attributes),
+        traceparent: () => traceparentOf(span),
         end(method, route, status) {
           // OpenTelemetry's HTTP span name: the method and the route template.
           if (route !== null) span.updateName(`${method} ${route}`)
@@ -72,8 +78,9 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
         },
       }
     },
-    async outgoing(name, attributes, work) {
-      const span = tracer.startSpan(name, { kind: api.SpanKind.CLIENT, attributes }, api.ROOT_CONTEXT)
+    async outgoing(name, attributes, work, parent) {
+      const context = parent ? propagator.extract(api.ROOT_CONTEXT, new Headers({ traceparent: parent }), getter) : api.ROOT_CONTEXT
+      const span = tracer.startSpan(name, { kind: api.SpanKind.CLIENT, attributes }, context)
       try {
         return await work({ traceparent: traceparentOf(span) })
       } catch (error) {
