@@ -2597,8 +2597,16 @@ export interface Operations {
     body: LeadPersonRequest
     response: LeadPersonErasures
   }
-  confirmNewsletterSubscription: {
+  showConfirmSubscription: {
     method: "GET"
+    path: "/leads/confirm"
+    params: Record<string, never>
+    query: { token: string }
+    body: never
+    response: void
+  }
+  confirmNewsletterSubscription: {
+    method: "POST"
     path: "/leads/confirm"
     params: Record<string, never>
     query: { token: string }
@@ -2896,7 +2904,8 @@ export const OPERATIONS = {
   exportLeadPerson: { method: "POST", path: "/leads/people/export" },
   eraseLeadPerson: { method: "POST", path: "/leads/people/erase" },
   listLeadPersonErasures: { method: "POST", path: "/leads/people/erasures" },
-  confirmNewsletterSubscription: { method: "GET", path: "/leads/confirm" },
+  showConfirmSubscription: { method: "GET", path: "/leads/confirm" },
+  confirmNewsletterSubscription: { method: "POST", path: "/leads/confirm" },
   showUnsubscribe: { method: "GET", path: "/leads/unsubscribe" },
   unsubscribeNewsletter: { method: "POST", path: "/leads/unsubscribe" },
   listApprovals: { method: "GET", path: "/approvals" },
