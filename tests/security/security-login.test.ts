@@ -260,8 +260,8 @@ t.test('the organization is chosen after the password, and nothing is told befor
     t.equal(body.organization_id, vars.ORG_B)
     t.equal(body.role, 'owner')
     t.same(body.organizations, [
-      { organization_id: vars.ORG_B, role: 'owner' },
-      { organization_id: vars.ORG_A, role: 'admin' },
+      { organization_id: vars.ORG_B, name: 'Fixture org B', role: 'owner' },
+      { organization_id: vars.ORG_A, name: 'Fixture org A', role: 'admin' },
     ])
     const use = await app.call('GET', `/policies/${vars.POLICY_B}`, { token: body.access_token })
     t.equal(use.status, 200)

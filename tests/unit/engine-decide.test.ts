@@ -227,6 +227,8 @@ t.test('the documented answer: reasons with versions, monitor would-be, errors, 
       ],
       roles_conflict: false,
     },
+    // No policy here has limits: nothing to count.
+    limits: [],
     ruleset_revision: 42,
   })
 })
