@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ._base import Paginator, path_param as _p
+from ._base import BaseClient, Paginator, path_param as _p
 from ._namespace import Namespace, _body, paginated
 from .types import ApiKey, AuditEvent, AuditVerification, Invitation, Lead, McpServer, Member, Organization, Webhook, WebhookDelivery
 
