@@ -16,6 +16,7 @@ import { openDatabase } from '../database/connect.ts'
 import { migrateToLatest } from '../database/migrate.ts'
 import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/support/helpers.ts'
 import { silentLogger } from '../log.ts'
+import { cpuNow } from './cpu.ts'
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' }, concurrency: { type: 'string', default: '32' } } })
 const SECONDS = Number(values.seconds)
@@ -84,8 +85,10 @@ for (const action of ['refund.plain', 'refund.contended', 'refund.spread']) for 
 roomStats.written = 0
 roomStats.declined = 0
 
-async function load(work: () => Promise<void>): Promise<number> {
+const cpu = new Map<string, { node: number; postgres: number; n: number }>()
+async function load(work: () => Promise<void>, label = ''): Promise<number> {
   let done = 0
+  const before = cpuNow()
   const until = Date.now() + SECONDS * 1000
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -95,6 +98,9 @@ async function load(work: () => Promise<void>): Promise<number> {
       }
     }),
   )
+  const after = cpuNow()
+  const c = cpu.get(label) ?? { node: 0, postgres: 0, n: 0 }
+  cpu.set(label, { node: c.node + after.node - before.node, postgres: c.postgres + after.postgres - before.postgres, n: c.n + done })
   return done / SECONDS
 }
 
@@ -108,9 +114,9 @@ for (const [label, action] of [
   const ratios: number[] = []
   const seen: string[] = []
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? [ask(action), ask('refund.plain')] : [ask('refund.plain'), ask(action)]
-    const first = await load(order[0]!)
-    const second = await load(order[1]!)
+    const order = round % 2 === 0 ? [[ask(action), action], [ask('refund.plain'), 'plain']] as const : [[ask('refund.plain'), 'plain'], [ask(action), action]] as const
+    const first = await load(order[0]![0], order[0]![1])
+    const second = await load(order[1]![0], order[1]![1])
     const [limited, plain] = round % 2 === 0 ? [first, second] : [second, first]
     ratios.push(limited / plain)
     seen.push(`${limited.toFixed(0)}/${plain.toFixed(0)}`)
@@ -126,6 +132,7 @@ console.log('| goal | target | reached |\n|---|---|---|')
 for (const row of rows) console.log(row)
 console.log('')
 for (const note of notes) console.log(`- ${note}`)
+for (const [label, c] of cpu) console.log(`- CPU per request, ${label}: node ${(c.node / c.n).toFixed(0)} µs, PostgreSQL ${(c.postgres / c.n).toFixed(0)} µs`)
 await app.close()
 await database.close()
 for (const cleanup of cleanups) await cleanup()

@@ -10,7 +10,7 @@ import { CompiledQuery, type Kysely } from 'kysely'
 import { windowAt } from '../engine/index.ts'
 import { preparedText } from '../database/prepared.ts'
 import type { Database } from '../database/schema.ts'
-import { DECISION_COLUMNS, DECISION_TYPES, pushDecisionValues, type PendingDecision } from './decisions.ts'
+import { decisionColumns, decisionRows, type PendingDecision } from './decisions.ts'
 
 interface Sum {
   organization_id: string
@@ -41,15 +41,10 @@ function sumsOf(batch: readonly PendingDecision[]): Sum[] | null {
   return [...sums.values()].sort((a, b) => (a.organization_id + a.counter_key < b.organization_id + b.counter_key ? -1 : 1))
 }
 
-const texts = new Map<number, string>()
-function textFor(rows: number): string {
-  let text = texts.get(rows)
-  if (text !== undefined) return text
-  const width = DECISION_COLUMNS.length
-  const columns = DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')
-  const tuples = Array.from({ length: rows }, (_, row) => `(${DECISION_COLUMNS.map((name, column) => `$${9 + row * width + column}::${DECISION_TYPES[name]}`).join(', ')})`)
-  text =
-    'with v as (select * from unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[]) as v(o, k, ws, amount, mx)), ' +
+// One text for every batch size (storage/decisions.ts, decisionRows): planned once per connection.
+const rows = decisionRows(9)
+const TEXT = preparedText(
+  'with v as (select * from unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[]) as v(o, k, ws, amount, mx)), ' +
     'gv as (select * from unnest($6::uuid[], $7::integer[]) as gv(o, rev)), ' +
     'gok as (select count(*) = (select count(*) from gv) and coalesce(bool_and(o.ruleset_revision = gv.rev), true) as ok from gv join organizations o on o.id = gv.o), ' +
     'c as (select t.organization_id, t.counter_key, case when t.window_start < v.ws then 0 else t.used end as used, greatest(t.window_start, v.ws) as ws, v.amount, v.mx ' +
@@ -57,12 +52,9 @@ function textFor(rows: number): string {
     'ok as (select (select ok from gok) and count(*) = (select count(*) from v) and coalesce(bool_and(c.used + c.amount < c.mx), true) as fits from c), ' +
     'u as (update budget_counters t set used = c.used + c.amount, window_start = c.ws, updated_at = $8::timestamptz from c ' +
     'where (select fits from ok) and t.organization_id = c.organization_id and t.counter_key = c.counter_key), ' +
-    `d as (insert into "decisions" (${columns}) select * from (values ${tuples.join(', ')}) as x(${columns}) where (select fits from ok)) ` +
-    'select fits from ok'
-  if (rows <= 16) text = preparedText(text)
-  texts.set(rows, text)
-  return text
-}
+    `d as (insert into "decisions" (${rows.columns}) select ${rows.select} from ${rows.from} where (select fits from ok)) ` +
+    'select fits from ok',
+)
 
 /** Batches written here, and batches handed to the general path (for measurements). */
 export const roomStats = { written: 0, declined: 0 }
@@ -95,8 +87,8 @@ export async function writeWithRoom(db: Kysely<Database>, batch: readonly Pendin
     [...guards.values()],
     now.toISOString(),
   ]
-  for (const item of batch) pushDecisionValues(values, item.record)
-  const { rows } = await db.executeQuery<{ fits: boolean }>(CompiledQuery.raw(textFor(batch.length), values))
+  values.push(...decisionColumns(batch.map((item) => item.record)))
+  const { rows } = await db.executeQuery<{ fits: boolean }>(CompiledQuery.raw(TEXT, values))
   const fits = rows[0]?.fits === true
   if (fits) roomStats.written++
   else roomStats.declined++

@@ -96,30 +96,43 @@ export const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> =
 }
 
 /**
- * Batches of up to PREPARED_ROWS rows (what a decision meets below saturation, where latency
- * counts) go out as prepared statements on PostgreSQL: at most 2 × 16 texts per connection. A
- * larger batch spreads its planning over its rows and is sent unnamed.
+ * The rows of a batch as one array parameter per column, from parameter `$first` on (jsonb goes
+ * as text and is cast here): `select` lists the columns of `from`, an unnest of the arrays named
+ * `r`. One statement text serves every batch size, so each connection plans it once (a prepared
+ * statement) instead of once per batch, where planning a multi-row values list cost more than
+ * executing it. `extra` adds typed arrays after the columns (named as given).
  */
-const PREPARED_ROWS = 16
-function hot(text: string, rows: number): string {
-  return rows <= PREPARED_ROWS ? preparedText(text) : text
+export function decisionRows(first: number, extra: readonly { name: string; type: string }[] = []): { columns: string; select: string; from: string } {
+  const params = DECISION_COLUMNS.map((name, column) => `$${first + column}::${DECISION_TYPES[name] === 'jsonb' ? 'text' : DECISION_TYPES[name]}[]`)
+  const names = DECISION_COLUMNS.map((name) => `"${name}"`)
+  extra.forEach((e, index) => {
+    params.push(`$${first + DECISION_COLUMNS.length + index}::${e.type}[]`)
+    names.push(`"${e.name}"`)
+  })
+  return {
+    columns: DECISION_COLUMNS.map((name) => `"${name}"`).join(', '),
+    select: DECISION_COLUMNS.map((name) => (DECISION_TYPES[name] === 'jsonb' ? `r."${name}"::jsonb` : `r."${name}"`)).join(', '),
+    from: `unnest(${params.join(', ')}) as r(${names.join(', ')})`,
+  }
 }
 
-/** The multi-row insert's text for `rows` rows, made once per batch size (the text the query builder made). */
-const insertTexts = new Map<number, string>()
-function insertText(rows: number): string {
-  let text = insertTexts.get(rows)
-  if (text === undefined) {
-    const width = DECISION_COLUMNS.length
-    const tuples = Array.from({ length: rows }, (_, row) => `(${DECISION_COLUMNS.map((_, column) => `$${row * width + column + 1}`).join(', ')})`)
-    text = hot(`insert into "decisions" (${DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')}) values ${tuples.join(', ')}`, rows)
-    insertTexts.set(rows, text)
+/** The batch's values as one array per column, in DECISION_COLUMNS order (for decisionRows). */
+export function decisionColumns(records: readonly DecisionRecord[]): unknown[][] {
+  const columns: unknown[][] = DECISION_COLUMNS.map(() => [])
+  const row: unknown[] = []
+  for (const record of records) {
+    row.length = 0
+    pushDecisionValues(row, record)
+    for (let column = 0; column < row.length; column++) columns[column]!.push(row[column])
   }
-  return text
+  return columns
 }
+
+const plainRows = decisionRows(1)
+const INSERT_TEXT = preparedText(`insert into "decisions" (${plainRows.columns}) select ${plainRows.select} from ${plainRows.from}`)
 
 /**
- * The same insert when some rows carry a guard (one more value per row: the ruleset revision it
+ * The same insert when some rows carry a guard (one more array: the ruleset revision each row
  * was decided under, null for a row without a guard). A guarded row is inserted only if its
  * organization is still at that revision, checked by the insert itself, so no change can commit
  * between the check and the write; `returning` names the rows written. Only the organization's
@@ -127,28 +140,13 @@ function insertText(rows: number): string {
  * agent's row too cost 10-15 % of the decision rate on PostgreSQL, for no case the revision misses;
  * this scalar comparison measured 5-10 % cheaper per statement than an `exists`.)
  */
-const guardedTexts = new Map<number, string>()
-function guardedInsertText(rows: number): string {
-  let text = guardedTexts.get(rows)
-  if (text === undefined) {
-    const width = DECISION_COLUMNS.length + 1
-    const tuples = Array.from({ length: rows }, (_, row) => {
-      const at = (column: number) => `$${row * width + column + 1}`
-      return `(${DECISION_COLUMNS.map((name, column) => `${at(column)}::${DECISION_TYPES[name]}`).join(', ')}, ${at(width - 1)}::integer)`
-    })
-    const columns = DECISION_COLUMNS.map((c) => `"${c}"`).join(', ')
-    text = hot(
-      `insert into "decisions" (${columns}) select ${DECISION_COLUMNS.map((c) => `v."${c}"`).join(', ')} ` +
-        `from (values ${tuples.join(', ')}) as v(${columns}, "guard_revision") ` +
-        `where v."guard_revision" is null ` +
-        `or v."guard_revision" = (select o."ruleset_revision" from "organizations" o where o."id" = v."organization_id") ` +
-        `returning "decision_id"`,
-      rows,
-    )
-    guardedTexts.set(rows, text)
-  }
-  return text
-}
+const guardedRows = decisionRows(1, [{ name: 'guard_revision', type: 'integer' }])
+const GUARDED_INSERT_TEXT = preparedText(
+  `insert into "decisions" (${guardedRows.columns}) select ${guardedRows.select} from ${guardedRows.from} ` +
+    `where r."guard_revision" is null ` +
+    `or r."guard_revision" = (select o."ruleset_revision" from "organizations" o where o."id" = r."organization_id") ` +
+    `returning "decision_id"`,
+)
 
 /** A decision row's values, in DECISION_COLUMNS order. */
 export function pushDecisionValues(values: unknown[], r: DecisionRecord): void {
@@ -167,16 +165,13 @@ export function pushDecisionValues(values: unknown[], r: DecisionRecord): void {
  */
 async function insertDecisions(db: Db, items: readonly PendingDecision[]): Promise<Set<string>> {
   const guarded = items.some((item) => item.guard)
-  const values: unknown[] = []
-  for (const { record: r, guard } of items) {
-    pushDecisionValues(values, r)
-    if (guarded) values.push(guard?.revision ?? null)
-  }
+  const values: unknown[] = decisionColumns(items.map((item) => item.record))
   if (!guarded) {
-    await db.executeQuery(CompiledQuery.raw(insertText(items.length), values))
+    await db.executeQuery(CompiledQuery.raw(INSERT_TEXT, values))
     return new Set()
   }
-  const { rows } = await db.executeQuery<{ decision_id: string }>(CompiledQuery.raw(guardedInsertText(items.length), values))
+  values.push(items.map((item) => item.guard?.revision ?? null))
+  const { rows } = await db.executeQuery<{ decision_id: string }>(CompiledQuery.raw(GUARDED_INSERT_TEXT, values))
   const written = new Set(rows.map((row) => row.decision_id))
   return new Set(items.filter((item) => !written.has(item.record.decision_id)).map((item) => item.record.decision_id))
 }
