@@ -74,6 +74,7 @@ const ORIGIN = /^https?:\/\/[^/]+$/
 /** SECRETS_KEY: 32 bytes in base64url (43 characters; standard base64 and one `=` of padding accepted). */
 const SECRETS_KEY_SHAPE = /^[A-Za-z0-9+/_-]{43}=?$/
 const SECRETS_KEY_MESSAGE = 'SECRETS_KEY must be 32 random bytes in base64url (43 characters), e.g. from: openssl rand -base64 32'
+const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 /** The environment variables, each as its schema gives it. */
@@ -104,6 +105,10 @@ const EnvSchema = v.object({
   // The bearer token that GET /metrics requires; unset: no /metrics at all. Never echoed.
   METRICS_TOKEN: v.optional(v.pipe(v.string(), v.check((text) => /^[\x21-\x7e]{32,256}$/.test(text), 'METRICS_TOKEN must be 32 to 256 visible ASCII characters, e.g. from: openssl rand -hex 32'))),
   OTEL_EXPORTER_OTLP_ENDPOINT: publicUrl('OTEL_EXPORTER_OTLP_ENDPOINT'),
+  // OpenTelemetry's own variables, read here so that a mistyped one stops the start with a reason.
+  OTEL_EXPORTER_OTLP_PROTOCOL: v.optional(v.picklist(['http/protobuf'], 'OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf, the one OTLP encoding Steward sends'), 'http/protobuf'),
+  OTEL_TRACES_SAMPLER: v.optional(v.picklist(SAMPLERS, `OTEL_TRACES_SAMPLER must be one of ${SAMPLERS.join(', ')}`), 'parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: v.optional(v.pipe(v.string(), v.check((text) => /^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(text.trim()), 'OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, e.g. 0.1'), v.transform(Number)), '1'),
   OTEL_SERVICE_NAME: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]{1,100}$/, 'OTEL_SERVICE_NAME must be 1 to 100 letters, digits, dots, dashes or underscores')), 'steward'),
   MCP_APPROVAL_HOLD_SECONDS: integer('MCP_APPROVAL_HOLD_SECONDS', 50, 0, 3600),
   MCP_ALLOWED_ORIGINS: list(v.pipe(v.string(), v.check((origin) => ORIGIN.test(origin), (issue) => `MCP_ALLOWED_ORIGINS entries must be origins like https://example.com, got "${String(issue.input)}"`))),
@@ -206,8 +211,10 @@ function toConfig(env: Settings) {
     metricsToken: env.METRICS_TOKEN ?? null,
     /** The OTLP/HTTP collector's base URL (spans go to <it>/v1/traces); null: tracing off, nothing loaded. */
     otelEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT ?? null,
-    /** The service.name of the spans. */
+    /** The service.name of the spans; the sampler and its ratio (services/tracing.ts). */
     otelServiceName: env.OTEL_SERVICE_NAME,
+    otelSampler: env.OTEL_TRACES_SAMPLER,
+    otelSamplerRatio: env.OTEL_TRACES_SAMPLER_ARG,
     /** How long the gateway holds a 2025-era client's call while its approval is pending. */
     mcpApprovalHoldSeconds: env.MCP_APPROVAL_HOLD_SECONDS,
     /** Browser origins, besides the server's own, that may call the MCP gateway (others: 403). */

@@ -27,7 +27,7 @@ const ENTRY = join(ROOT, 'server.ts')
 // its own folder; pg has an optional native binding that bundlers cannot resolve.
 // prom-client and the OpenTelemetry packages (optional dependencies) are imported only when
 // metrics or tracing are on.
-const EXTERNAL = ['@electric-sql/pglite', 'pg', 'pg-native', 'prom-client', '@opentelemetry/*']
+const EXTERNAL = ['@electric-sql/pglite', 'pg', 'pg-native', 'prom-client']
 // Only the entry script may test whether it is the script being run: inside one bundle every
 // module shares one import.meta, so another such test would fire too.
 const ENTRY_GUARD = /isEntryPoint\(import\.meta\)|import\.meta\.url\)\s*===\s*process\.argv\[1\]/

@@ -50,6 +50,17 @@ function isLoopback(address: string): boolean {
   return LOOPBACK.test(address)
 }
 
+/**
+ * The request id the pipeline gave a request, kept on the request itself so that what wraps the
+ * handler (telemetry) can read it without touching the answer's headers: on Node the adapter's
+ * Response builds a full Headers object the first time `headers` is read.
+ */
+const REQUEST_ID = Symbol('steward.requestId')
+
+export function requestIdOf(request: Request): string | null {
+  return (request as Request & { [REQUEST_ID]?: string })[REQUEST_ID] ?? null
+}
+
 export function buildContext<C extends PipelineConfig, D extends PipelineDeps>(
   request: Request,
   config: C,
@@ -70,10 +81,12 @@ export function buildContext<C extends PipelineConfig, D extends PipelineDeps>(
     const proto = request.headers.get('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase()
     if (proto === 'https') tls = true
   }
+  const id = requestId ?? (request.headers.get('x-request-id')?.slice(0, 64).replace(/[^\w.-]/g, '') || crypto.randomUUID())
+  ;(request as Request & { [REQUEST_ID]?: string })[REQUEST_ID] = id
   return new Context(
     config,
     deps,
-    requestId ?? (request.headers.get('x-request-id')?.slice(0, 64).replace(/[^\w.-]/g, '') || crypto.randomUUID()),
+    id,
     clientAddress,
     tls || (!trusted && isLoopback(peer)),
     deps.clock(),

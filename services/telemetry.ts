@@ -6,7 +6,7 @@
 import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
 import type { Database } from '../database/schema.ts'
-import type { ConnectionInfo } from '../http/context.ts'
+import { requestIdOf, type ConnectionInfo } from '../http/context.ts'
 import type { Logger } from '../log.ts'
 import { loadMetrics, type Metrics, type PoolStats } from './metrics.ts'
 import { loadTracing, type RequestSpan, type Tracing } from './tracing.ts'
@@ -64,7 +64,7 @@ function limiterOf(response: Response): string {
 }
 
 /** The telemetry the configuration asks for, or null when it asks for none. */
-export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpoint' | 'otelServiceName'>, deps: TelemetryDeps): Telemetry | null {
+export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpoint' | 'otelServiceName' | 'otelSampler' | 'otelSamplerRatio'>, deps: TelemetryDeps): Telemetry | null {
   const metricsOn = config.metricsToken !== null
   const tracingOn = config.otelEndpoint !== null
   if (!metricsOn && !tracingOn) return null
@@ -74,22 +74,24 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
     deps.logger.log('error', `${what} could not be loaded`, { message: String((error as Error)?.message ?? error).slice(0, 200) })
     return null
   }
+  const exportFailed = (error: unknown) => deps.logger.log('warn', 'trace export failed', { code: (error as { code?: string }).code ?? null, message: String((error as Error)?.message ?? error).slice(0, 200) })
   // Loaded once, at construction; requests that come before it is done wait for it.
   const ready = Promise.all([
     metricsOn ? loadMetrics({ ...deps, onScrapeError: (error) => deps.logger.log('warn', 'metrics scrape read failed', { code: (error as { code?: string }).code ?? null }) }).catch(fail('metrics (prom-client)')) : null,
-    tracingOn ? loadTracing({ endpoint: config.otelEndpoint!, serviceName: config.otelServiceName }).catch(fail('tracing (@opentelemetry packages)')) : null,
+    tracingOn ? loadTracing({ endpoint: config.otelEndpoint!, serviceName: config.otelServiceName, sampler: config.otelSampler, samplerRatio: config.otelSamplerRatio, onExportError: exportFailed }).catch(fail('tracing')) : null,
   ]).then(([loadedMetrics, loadedTracing]) => {
     metrics = loadedMetrics
     tracing = loadedTracing
   })
-  const exportFailed = (error: unknown) => deps.logger.log('warn', 'trace export failed', { code: (error as { code?: string }).code ?? null })
   let loaded = false
   void ready.then(() => (loaded = true))
   // A decision's span attributes, by request id, until its request's span ends: the decision
   // service knows the request id, not the span. Bounded: a flood of ids empties it.
   const decisionAttributes = new Map<string, Record<string, string>>()
-  // The span of each request being served, so that work done for it (an MCP upstream call) continues its trace.
-  const spans = new WeakMap<Request, RequestSpan>()
+  // The span of each request being served, kept on the request, so that work done for it (an MCP
+  // upstream call) continues its trace.
+  const SPAN = Symbol('steward.span')
+  type Spanned = Request & { [SPAN]?: RequestSpan }
 
   return {
     metricsOn,
@@ -114,19 +116,20 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
       return tracing ? (tracing as Tracing).outgoing(name, attributes, work, parent) : work(NO_HEADERS)
     },
     traceparentOf(request) {
-      return spans.get(request)?.traceparent() ?? null
+      return (request as Spanned)[SPAN]?.traceparent() ?? null
     },
     wrap(fetch) {
       const observed: Fetch = (request, conn) => {
         const started = performance.now()
         const span = tracing?.request(request) ?? null
-        if (span) spans.set(request, span)
+        if (span) (request as Spanned)[SPAN] = span
         const settle = (response: Response): Response => {
           // The route template itty-router matched (never the raw path); none: no route matched.
           const route = (request as { route?: string }).route ?? null
           metrics?.request(request.method, route ?? 'unmatched', response.status, (performance.now() - started) / 1000, response.status === 429 ? limiterOf(response) : null)
           if (span) {
-            const id = response.headers.get('x-request-id')
+            // Not response.headers: reading them costs the Node adapter a Headers object per answer.
+            const id = requestIdOf(request)
             const attributes = id === null ? undefined : decisionAttributes.get(id)
             if (attributes) {
               decisionAttributes.delete(id!)

@@ -1,15 +1,26 @@
-// OpenTelemetry traces (docs/observability.md), on only when OTEL_EXPORTER_OTLP_ENDPOINT is set:
-// the packages (@opentelemetry/*, optional dependencies) are imported here, by `loadTracing`,
-// and nowhere else, so a server without the setting never loads them. A span per request (kind
-// server) continues the trace of an incoming `traceparent`; a span per webhook delivery (kind
-// client) gives the receiver a `traceparent` of its own, as does each HTTP request to an MCP
-// upstream. There is no ambient context (no AsyncLocalStorage: docs/architecture.md): what a span
-// needs travels as arguments. Spans leave in batches, as OTLP/HTTP JSON.
+// OpenTelemetry traces (docs/observability.md), on only when OTEL_EXPORTER_OTLP_ENDPOINT is set: a
+// span per request (kind server) continues the trace of an incoming `traceparent`; a span per
+// webhook delivery (kind client) gives the receiver a `traceparent` of its own, as does each HTTP
+// request to an MCP upstream. There is no ambient context (no AsyncLocalStorage:
+// docs/architecture.md): what a span needs travels as arguments.
+//
+// Spans are encoded as they end (services/otlp.ts) and leave in batches as OTLP/HTTP protobuf,
+// one request at a time, retried on the codes the OTLP specification names as transient. Not the
+// OpenTelemetry SDK: with no context to manage, its Tracer and exporter only added objects per span,
+// and their garbage was most of what tracing cost.
+import { randomFillSync } from 'node:crypto'
+import http from 'node:http'
+import https from 'node:https'
 
 export interface TracingSettings {
   /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL; spans go to <it>/v1/traces. */
   readonly endpoint: string
   readonly serviceName: string
+  /** OTEL_TRACES_SAMPLER (those that need no remote configuration) and OTEL_TRACES_SAMPLER_ARG. */
+  readonly sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio'
+  readonly samplerRatio: number
+  /** A batch that could not be delivered (after its retries): its spans are dropped. */
+  readonly onExportError: (error: Error) => void
 }
 
 /** A request's span, while the request runs. */
@@ -36,61 +47,184 @@ export interface Tracing {
   close(): Promise<void>
 }
 
-/** Imports the OpenTelemetry packages and builds the tracer. */
-export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
-  const [api, core, sdk, exporterModule, resources] = await Promise.all([
-    import('@opentelemetry/api'),
-    import('@opentelemetry/core'),
-    import('@opentelemetry/sdk-trace-base'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'),
-  ])
-  const exporter = new exporterModule.OTLPTraceExporter({ url: `${settings.endpoint.replace(/\/+$/, '')}/v1/traces` })
-  const provider = new sdk.BasicTracerProvider({
-    resource: resources.resourceFromAttributes({ 'service.name': settings.serviceName }),
-    // Larger batches than the default 512: fewer exports (each one a JSON body and a request).
-    spanProcessors: [new sdk.BatchSpanProcessor(exporter, { maxQueueSize: 8192, maxExportBatchSize: 2048, scheduledDelayMillis: 2000 })],
-  })
-  // The provider is not registered globally: two handlers in one process keep their own.
-  const tracer = provider.getTracer('steward')
-  const propagator = new core.W3CTraceContextPropagator()
-  const getter = { get: (carrier: Headers, key: string) => carrier.get(key) ?? undefined, keys: (carrier: Headers) => [...carrier.keys()] }
+/** A parsed W3C traceparent. */
+interface Parent {
+  readonly traceId: string
+  readonly spanId: string
+  readonly sampled: boolean
+}
 
-  const traceparentOf = (span: import('@opentelemetry/api').Span): string => {
-    const context = span.spanContext()
-    return `00-${context.traceId}-${context.spanId}-0${(context.traceFlags & 1).toString(16)}`
+// OTLP's SpanKind and StatusCode.
+const SERVER = 2
+const CLIENT = 3
+const ERROR = 2
+/** A batch leaves when it holds this many spans, or `DELAY_MS` after its first span. */
+const BATCH = 512
+const DELAY_MS = 1000
+/** Spans waiting (encoded) beyond this, while the collector is slow or down, are dropped. */
+const MAX_WAITING = 8192
+const TIMEOUT_MS = 10_000
+/** OTLP/HTTP: these answers mean "try again later"; anything else non-2xx drops the batch. */
+const RETRYABLE = new Set([429, 502, 503, 504])
+const RETRY_DELAYS_MS = [1000, 4000]
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/
+
+/** W3C Trace Context: version ff is invalid, version 00 has exactly four fields, ids are not all zeros. */
+export function parseTraceparent(header: string | null | undefined): Parent | null {
+  const match = header ? TRACEPARENT.exec(header.trim()) : null
+  if (!match) return null
+  const [, version, traceId, spanId, flags, rest] = match
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return null
+  if (/^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null
+  return { traceId: traceId!, spanId: spanId!, sampled: (parseInt(flags!, 16) & 1) === 1 }
+}
+
+/** Random ids in hex, from a pool of random bytes refilled when used up. */
+function idSource(): (bytes: number) => string {
+  const pool = Buffer.allocUnsafe(4096)
+  let at = pool.length
+  return (bytes) => {
+    for (;;) {
+      if (at + bytes > pool.length) {
+        randomFillSync(pool)
+        at = 0
+      }
+      const id = pool.toString('hex', at, (at += bytes))
+      if (!/^0+$/.test(id)) return id
+    }
   }
+}
+
+const nanosNow = (): bigint => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n
+
+/** Builds the tracer: spans are encoded as they end and sent in batches to the collector. */
+export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
+  const { SpanBatch } = await import('./otlp.ts')
+  const url = `${settings.endpoint.replace(/\/+$/, '')}/v1/traces`
+  const newId = idSource()
+  const parentBased = settings.sampler.startsWith('parentbased_')
+  // The ratio samplers keep a trace when the low 56 bits of its id fall under ratio × 2^56
+  // (OpenTelemetry's TraceIdRatioBased, the same choice in every process of the trace).
+  const threshold = settings.sampler.endsWith('always_on') ? 2n ** 56n : settings.sampler.endsWith('always_off') ? 0n : BigInt(Math.round(settings.samplerRatio * 2 ** 56))
+  const sampledRoot = (traceId: string) => BigInt(`0x${traceId.slice(18)}`) < threshold
+
+  const batch = new SpanBatch(settings.serviceName)
+  const waiting: { body: Uint8Array; spans: number }[] = []
+  let waitingSpans = 0
+  let timer: ReturnType<typeof setTimeout> | null = null
+  let sending: Promise<void> | null = null
+  let closed = false
+
+  // node:http rather than fetch: a batch is one buffer, and fetch's body handling cost more
+  // than the encoding of the spans in it.
+  const target = new URL(url)
+  const client = target.protocol === 'https:' ? https : http
+  const agent = new client.Agent({ keepAlive: true, maxSockets: 1 })
+  const send = (body: Uint8Array) =>
+    new Promise<number>((resolve, reject) => {
+      const request = client.request(target, { method: 'POST', agent, timeout: TIMEOUT_MS, headers: { 'content-type': 'application/x-protobuf', 'content-length': body.length } }, (response) => {
+        response.resume()
+        response.on('end', () => resolve(response.statusCode ?? 0))
+        response.on('error', reject)
+      })
+      request.on('timeout', () => request.destroy(new Error(`no answer from the collector within ${TIMEOUT_MS} ms`)))
+      request.on('error', reject)
+      request.end(body)
+    })
+  const post = async (body: Uint8Array): Promise<void> => {
+    for (let attempt = 0; ; attempt++) {
+      let failure: Error
+      let retryable = true
+      try {
+        const status = await send(body)
+        if (status >= 200 && status < 300) return
+        failure = new Error(`the collector answered ${status}`)
+        retryable = RETRYABLE.has(status)
+      } catch (error) {
+        // Unreachable, reset or timed out: worth another try.
+        failure = error instanceof Error ? error : new Error(String(error))
+      }
+      if (!retryable || closed || attempt >= RETRY_DELAYS_MS.length) throw failure
+      await new Promise((resolve) => setTimeout(resolve, RETRY_DELAYS_MS[attempt]).unref())
+    }
+  }
+  /** Sends the waiting bodies one after another; the promise settles when none waits. */
+  const drain = (): Promise<void> =>
+    (sending ??= (async () => {
+      while (waiting.length > 0) {
+        const next = waiting.shift()!
+        waitingSpans -= next.spans
+        await post(next.body).catch((error: Error) => settings.onExportError(error))
+      }
+      sending = null
+    })())
+  const cut = () => {
+    if (timer !== null) clearTimeout(timer)
+    timer = null
+    if (batch.count === 0) return
+    const spans = batch.count
+    const body = batch.take()
+    if (waitingSpans + spans > MAX_WAITING) return settings.onExportError(new Error(`${spans} spans dropped: the collector is not keeping up`))
+    waiting.push({ body, spans })
+    waitingSpans += spans
+    void drain()
+  }
+  const finish = (traceId: string, spanId: string, parent: Parent | null, remote: boolean, name: string, kind: number, start: bigint, error: boolean, attributes: Readonly<Record<string, string | number>>) => {
+    if (closed) return
+    batch.add({ traceId, spanId, parentSpanId: parent?.spanId ?? null, flags: 1, remoteParent: remote, name, kind, startNanos: start, endNanos: nanosNow(), attributes, status: error ? ERROR : 0 })
+    if (batch.count >= BATCH) cut()
+    else if (timer === null) timer = setTimeout(cut, DELAY_MS).unref()
+  }
+  /** A new span under `parent` (if any): its ids and whether it is sampled. */
+  const begin = (parent: Parent | null) => {
+    const traceId = parent?.traceId ?? newId(16)
+    return { traceId, spanId: newId(8), sampled: parent !== null && parentBased ? parent.sampled : sampledRoot(traceId) }
+  }
+  const traceparentOf = (span: { traceId: string; spanId: string; sampled: boolean }) => `00-${span.traceId}-${span.spanId}-0${span.sampled ? 1 : 0}`
 
   return {
     request(request) {
-      const traceparent = request.headers.get('traceparent')
-      const parent = traceparent === null ? api.ROOT_CONTEXT : propagator.extract(api.ROOT_CONTEXT, request.headers, getter)
-      const span = tracer.startSpan(request.method, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': request.method } }, parent)
+      const start = nanosNow()
+      const parent = parseTraceparent(request.headers.get('traceparent'))
+      const span = begin(parent)
+      const attributes: Record<string, string | number> = { 'http.request.method': request.method }
       return {
-        setAttributes: (attributes) => void span.setAttributes(attributes),
+        setAttributes: (more) => void Object.assign(attributes, more),
         traceparent: () => traceparentOf(span),
         end(method, route, status) {
+          if (!span.sampled) return
+          attributes['http.response.status_code'] = status
+          if (route !== null) attributes['http.route'] = route
           // OpenTelemetry's HTTP span name: the method and the route template.
-          if (route !== null) span.updateName(`${method} ${route}`)
-          span.setAttributes({ 'http.response.status_code': status, ...(route !== null ? { 'http.route': route } : {}) })
-          if (status >= 500) span.setStatus({ code: api.SpanStatusCode.ERROR })
-          span.end()
+          finish(span.traceId, span.spanId, parent, true, route !== null ? `${method} ${route}` : method, SERVER, start, status >= 500, attributes)
         },
       }
     },
-    async outgoing(name, attributes, work, parent) {
-      const context = parent ? propagator.extract(api.ROOT_CONTEXT, new Headers({ traceparent: parent }), getter) : api.ROOT_CONTEXT
-      const span = tracer.startSpan(name, { kind: api.SpanKind.CLIENT, attributes }, context)
+    async outgoing(name, attributes, work, parentHeader) {
+      const start = nanosNow()
+      const parent = parseTraceparent(parentHeader)
+      const span = begin(parent)
+      let failed = false
       try {
         return await work({ traceparent: traceparentOf(span) })
       } catch (error) {
-        span.setStatus({ code: api.SpanStatusCode.ERROR })
+        failed = true
         throw error
       } finally {
-        span.end()
+        // The parent is the request's own span (same process), not a remote one.
+        if (span.sampled) finish(span.traceId, span.spanId, parent, false, name, CLIENT, start, failed, { ...attributes })
       }
     },
-    flush: () => provider.forceFlush(),
-    close: () => provider.shutdown(),
+    async flush() {
+      cut()
+      await drain()
+    },
+    async close() {
+      cut()
+      closed = true
+      await drain()
+      agent.destroy()
+    },
   }
 }

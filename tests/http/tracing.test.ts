@@ -47,7 +47,7 @@ t.test('one server span per request, with its attributes and the incoming trace'
   t.equal((await call('GET', '/decisions', { token: vars.ADMIN_KEY_A!, headers: { traceparent: 'garbage' } })).status, 200)
   await telemetry.flush()
 
-  t.same(receiver.contentTypes, ['application/json'], 'one batch, in the JSON encoding')
+  t.same(receiver.contentTypes, ['application/x-protobuf'], 'one batch, in the protobuf encoding (the OTLP default)')
   t.equal(receiver.spans.length, 4, 'one span per request, nothing else')
   t.ok(receiver.spans.every((span) => span.kind === 2 && span.serviceName === 'steward-test'), 'server spans of the configured service')
   const [agent, decision, unknown, list] = receiver.spans
@@ -68,6 +68,31 @@ t.test('one server span per request, with its attributes and the incoming trace'
   t.same(unknown!.attributes, { 'http.request.method': 'GET', 'http.response.status_code': 404 }, 'and no http.route')
   t.equal(list!.parentSpanId, '', 'a malformed traceparent is ignored')
   t.match(list!.traceId, /^[0-9a-f]{32}$/)
+})
+
+t.test('OTEL_TRACES_SAMPLER decides which traces are kept', async (t) => {
+  const sampled = `00-${TRACE_ID}-${PARENT_ID}-01`
+  const OTHER_TRACE = '0af7651916cd43dd8448eb211c80319c'
+  const unsampled = `00-${OTHER_TRACE}-${PARENT_ID}-00`
+  const cases: [Record<string, string>, string[]][] = [
+    // Parent-based: the caller's flag decides; the root sampler decides for a trace starting here.
+    [{}, ['none', 'sampled']],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, ['sampled']],
+    // Not parent-based: the caller's flag is ignored.
+    [{ OTEL_TRACES_SAMPLER: 'always_on' }, ['none', 'sampled', 'unsampled']],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, []],
+  ]
+  for (const [env, kept] of cases) {
+    const receiver = await otlpReceiver(t)
+    const { call, vars, telemetry } = await world(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, ...env })
+    for (const [label, traceparent] of [['none', null], ['sampled', sampled], ['unsampled', unsampled]] as const) {
+      const headers: Record<string, string> = { 'x-request-id': label, ...(traceparent ? { traceparent } : {}) }
+      t.equal((await call('GET', '/decisions', { token: vars.ADMIN_KEY_A!, headers })).status, 200)
+    }
+    await telemetry.flush()
+    const received = receiver.spans.map((span) => (span.traceId === TRACE_ID ? 'sampled' : span.traceId === OTHER_TRACE ? 'unsampled' : 'none'))
+    t.same(received, kept, `${JSON.stringify(env)}: the spans kept`)
+  }
 })
 
 t.test('webhook deliveries and MCP upstream requests carry the traceparent of their client span', async (t) => {

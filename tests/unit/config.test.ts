@@ -42,6 +42,16 @@ t.test('PORT', async (t) => {
   t.throws(() => loadConfig({ PORT: 'abc' }), { message: 'PORT must be a whole number, got "abc"' })
 })
 
+t.test('OpenTelemetry: the OTLP encoding and the sampler', async (t) => {
+  const defaults = loadConfig({})
+  t.same([defaults.otelSampler, defaults.otelSamplerRatio], ['parentbased_always_on', 1], 'the OpenTelemetry defaults')
+  const set = loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })
+  t.same([set.otelSampler, set.otelSamplerRatio], ['parentbased_traceidratio', 0.25])
+  t.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), { message: 'OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf, the one OTLP encoding Steward sends' })
+  t.throws(() => loadConfig({ OTEL_TRACES_SAMPLER: 'jaeger_remote' }), { message: /^OTEL_TRACES_SAMPLER must be one of always_on, / })
+  for (const ratio of ['1.5', '-0.1', 'half', 'NaN']) t.throws(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: ratio }), ConfigError, `OTEL_TRACES_SAMPLER_ARG=${ratio}`)
+})
+
 t.test('public URLs', async (t) => {
   const config = loadConfig({ BASE_URL: 'https://api.example.com/', APP_URL: 'https://app.example.com//' })
   t.equal(config.baseUrl, 'https://api.example.com', 'trailing slash removed')
