@@ -4,6 +4,7 @@
 // semantic conventions in Prometheus form where one exists (http.server.request.duration →
 // http_server_request_duration_seconds), else start with steward_. No label carries an id, a
 // path or anything a client chose: routes are templates, methods and limiter names a fixed set.
+import { registerProcessMetrics } from './process-metrics.ts'
 import type { Kysely } from 'kysely'
 import type { Database } from '../database/schema.ts'
 import { scrapeFigures } from '../storage/metrics.ts'
@@ -47,13 +48,8 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
   const prom = await import('prom-client')
   const registry = new prom.Registry()
   const register = [registry]
-  // Process metrics (CPU, memory, event-loop lag, GC, handles); a runtime that lacks a probe
-  // (Bun, Deno) goes without that series rather than without metrics.
-  try {
-    prom.collectDefaultMetrics({ register: registry })
-  } catch {
-    // Nothing to add: the other series stand on their own.
-  }
+  // Process metrics (CPU, memory, open files, event-loop lag), read at the scrape.
+  registerProcessMetrics(prom, registry)
   const http = new prom.Histogram({
     name: 'http_server_request_duration_seconds',
     help: 'Duration of HTTP server requests, by method, route template and status.',
@@ -90,14 +86,20 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
     new prom.Gauge({ name: 'db_client_connection_pending_requests', help: 'Queries waiting for a pooled connection.', registers: register, collect() { this.set(pool.waitingCount) } })
   }
 
+  // The series each request updates, found by a Map of their label values instead of prom-client
+  // hashing a label object per call. Bounded: methods, route templates, statuses, outcomes, rules.
+  const requestSeries = children((method, route, status) => http.labels(method, route, status))
+  const decisionSeries = children((outcome, rule) => decisions.labels(outcome, rule))
+  const durationSeries = children((outcome) => decisionDuration.labels(outcome))
+
   return {
     request(method, route, status, seconds, limiter) {
-      http.observe({ http_request_method: METHODS.has(method) ? method : '_OTHER', http_route: route, http_response_status_code: status }, seconds)
+      requestSeries(METHODS.has(method) ? method : '_OTHER', route, String(status)).observe(seconds)
       if (limiter !== null) refusals.inc({ limiter })
     },
     decided(outcome, rule, seconds) {
-      decisions.inc({ outcome, rule })
-      decisionDuration.observe({ outcome }, seconds)
+      decisionSeries(outcome, rule).inc()
+      durationSeries(outcome).observe(seconds)
     },
     approvalClosed(result, seconds) {
       approvalTime.observe({ result }, Math.max(0, seconds))
@@ -117,5 +119,16 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
       }
       return { contentType: registry.contentType, text: await registry.metrics() }
     },
+  }
+}
+
+/** A metric's child per combination of label values, made once. */
+function children<C>(make: (...values: string[]) => C): (...values: string[]) => C {
+  const made = new Map<string, C>()
+  return (...values) => {
+    const key = values.join('\n')
+    let child = made.get(key)
+    if (child === undefined) made.set(key, (child = make(...values)))
+    return child
   }
 }

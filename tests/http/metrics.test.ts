@@ -119,7 +119,11 @@ t.test('a scrape after known traffic shows exactly its increments', async (t) =>
   t.equal(valueOf(f, 'steward_webhook_oldest_undelivered_age_seconds', 'steward_webhook_oldest_undelivered_age_seconds'), 0, 'no webhook waits')
   t.ok((valueOf(f, 'steward_audit_seal_lag_seconds', 'steward_audit_seal_lag_seconds') ?? -1) >= 0, 'the sealer lag is there')
   t.equal(valueOf(f, 'steward_db_client_errors_total', 'steward_db_client_errors_total', { source: 'scrape' }), 0)
-  t.ok(f.has('process_cpu_seconds_total') && f.has('nodejs_eventloop_lag_seconds'), 'process metrics')
+  t.ok(f.has('nodejs_eventloop_lag_seconds') && f.has('process_resident_memory_bytes') && f.has('process_start_time_seconds'), 'process metrics')
+  const cpu = (name: string) => valueOf(f, name, name) ?? -1
+  t.ok(cpu('process_cpu_seconds_total') > 0, 'the CPU spent, counted from the first scrape')
+  t.ok(Math.abs(cpu('process_cpu_seconds_total') - cpu('process_cpu_user_seconds_total') - cpu('process_cpu_system_seconds_total')) < 1e-6, 'user + system = total, in the same scrape')
+  t.notOk(f.has('nodejs_gc_duration_seconds'), 'no GC histogram: its observer would cost every collection')
   if (kind === 'postgres') {
     t.equal(valueOf(f, 'db_client_connection_max', 'db_client_connection_max'), 10, 'the pool size')
     t.ok(f.has('db_client_connection_count') && f.has('db_client_connection_pending_requests'), 'the pool gauges')
