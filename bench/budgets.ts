@@ -1,9 +1,11 @@
 // Budgets, measured (docs/budgets.md): POST /decisions through the in-process handler with one
 // count and one spend limit applying, against the same decisions under the same policy without
-// limits, in alternating rounds. Contended: every decision takes from the same two counters
-// (organization scope); spread: each of 200 agents has its own (agent scope). Goal: ≥ 0.8.
+// limits, in many short alternating rounds (the database's own pauses then fall on both sides
+// alike). Contended: every decision takes from the same two counters (organization scope);
+// spread: each of 200 agents has its own (agent scope). Reported: the ratio of the sums of
+// requests served, and of the CPU per request (this process and PostgreSQL's). Goal: ≥ 0.8.
 // DATABASE_URL (memory:// or a scratch PostgreSQL database; run.ts passes it), else TEST_DATABASE_URL, else PGlite.
-//   node --import tsx bench/budgets.ts [--seconds 3] [--rounds 3]
+//   node --import tsx bench/budgets.ts [--seconds 0.5] [--rounds 20]
 import { parseArgs } from 'node:util'
 import type { Test } from 'tap'
 import { createHandler } from '../server.ts'
@@ -18,7 +20,7 @@ import { DATABASE_KIND, openTestDatabase, testConfig } from '../tests/support/he
 import { silentLogger } from '../log.ts'
 import { cpuNow } from './cpu.ts'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' }, concurrency: { type: 'string', default: '32' } } })
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '0.5' }, rounds: { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } })
 const SECONDS = Number(values.seconds)
 const ROUNDS = Number(values.rounds)
 const CONCURRENCY = Number(values.concurrency)
@@ -104,35 +106,40 @@ async function load(work: () => Promise<void>, label = ''): Promise<number> {
   return done / SECONDS
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const rows: string[] = []
 const notes: string[] = []
+const perRequest = (label: string) => {
+  const c = cpu.get(label)!
+  return { total: (c.node + c.postgres) / c.n, text: `${(c.node / c.n).toFixed(0)} + ${(c.postgres / c.n).toFixed(0)} µs` }
+}
 for (const [label, action] of [
   ['contended (one count and one spend counter for every decision)', 'refund.contended'],
   ['spread (200 agents, a counter pair each)', 'refund.spread'],
 ] as const) {
-  const ratios: number[] = []
-  const seen: string[] = []
+  let [limited, plain] = [0, 0]
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? [[ask(action), action], [ask('refund.plain'), 'plain']] as const : [[ask('refund.plain'), 'plain'], [ask(action), action]] as const
-    const first = await load(order[0]![0], order[0]![1])
-    const second = await load(order[1]![0], order[1]![1])
-    const [limited, plain] = round % 2 === 0 ? [first, second] : [second, first]
-    ratios.push(limited / plain)
-    seen.push(`${limited.toFixed(0)}/${plain.toFixed(0)}`)
+    if (round % 2 === 0) {
+      limited += await load(ask(action), action)
+      plain += await load(ask('refund.plain'), `plain, beside ${action}`)
+    } else {
+      plain += await load(ask('refund.plain'), `plain, beside ${action}`)
+      limited += await load(ask(action), action)
+    }
   }
-  const ratio = median(ratios)
+  const ratio = limited / plain
+  const [on, off] = [perRequest(action), perRequest(`plain, beside ${action}`)]
+  const cpuRatio = off.total / on.total
   notes.push(`${label}: ${roomStats.written} batches written in one statement, ${roomStats.declined} through the general path.`)
   roomStats.written = 0
   roomStats.declined = 0
-  rows.push(`| POST /decisions with a count and a spend limit ÷ without, ${kind}, ${label} | ≥ 0.8 | **${ratio.toFixed(2)} ${ratio >= 0.8 ? '✓' : '✗'}** (req/s with/without per round: ${seen.join(', ')}) |`)
+  rows.push(`| POST /decisions with a count and a spend limit ÷ without, ${kind}, ${label}: requests served | ≥ 0.8 | **${ratio.toFixed(2)} ${ratio >= 0.8 ? '✓' : '✗'}** (${(limited / ROUNDS).toFixed(0)} / ${(plain / ROUNDS).toFixed(0)} req/s on average) |`)
+  rows.push(`| the same: CPU per request, without ÷ with (node + PostgreSQL) | ≥ 0.8 | **${cpuRatio.toFixed(2)} ${cpuRatio >= 0.8 ? '✓' : '✗'}** (with ${on.text}, without ${off.text}) |`)
 }
-console.log(`${CONCURRENCY} concurrent requests through the in-process handler, ${SECONDS} s windows, ${ROUNDS} alternating rounds; the ratio is the median of the per-round ratios.\n`)
+console.log(`${CONCURRENCY} concurrent requests through the in-process handler, ${SECONDS} s windows, ${ROUNDS} alternating rounds per case.\n`)
 console.log('| goal | target | reached |\n|---|---|---|')
 for (const row of rows) console.log(row)
 console.log('')
 for (const note of notes) console.log(`- ${note}`)
-for (const [label, c] of cpu) console.log(`- CPU per request, ${label}: node ${(c.node / c.n).toFixed(0)} µs, PostgreSQL ${(c.postgres / c.n).toFixed(0)} µs`)
 await app.close()
 await database.close()
 for (const cleanup of cleanups) await cleanup()

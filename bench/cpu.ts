@@ -1,6 +1,7 @@
 // CPU time of this process and of the local PostgreSQL server's processes (Linux /proc), for
 // benches that report CPU per request beside throughput: steadier than req/s on a small, shared machine.
 import { readdirSync, readFileSync } from 'node:fs'
+import { processTree, statFields } from './lib.ts'
 
 const TICK_US = 1_000_000 / 100 // USER_HZ is 100 on Linux
 
@@ -33,4 +34,18 @@ export function postgresCpu(): number {
 export function cpuNow(): { node: number; postgres: number } {
   const own = process.cpuUsage()
   return { node: own.user + own.system, postgres: postgresCpu() }
+}
+
+/** User+system CPU of a process and its descendants (a server started through a wrapper), in µs. */
+export function treeCpu(root: number): number {
+  let ticks = 0
+  for (const pid of processTree(root)) {
+    try {
+      const fields = statFields(pid)
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // gone between listing and reading
+    }
+  }
+  return ticks * TICK_US
 }
