@@ -113,7 +113,6 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
   const waiting: { body: Uint8Array; spans: number }[] = []
   let waitingSpans = 0
   let timer: ReturnType<typeof setTimeout> | null = null
-  let sending: Promise<void> | null = null
   let closed = false
 
   // node:http rather than fetch: a batch is one buffer, and fetch's body handling cost more
@@ -149,16 +148,25 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
       await new Promise((resolve) => setTimeout(resolve, RETRY_DELAYS_MS[attempt]).unref())
     }
   }
-  /** Sends the waiting bodies one after another; the promise settles when none waits. */
-  const drain = (): Promise<void> =>
-    (sending ??= (async () => {
+  /** Sends the waiting bodies one after another, one pump at a time. */
+  let pumping = false
+  const idle: (() => void)[] = []
+  const pump = async () => {
+    if (pumping) return
+    pumping = true
+    try {
       while (waiting.length > 0) {
         const next = waiting.shift()!
         waitingSpans -= next.spans
         await post(next.body).catch((error: Error) => settings.onExportError(error))
       }
-      sending = null
-    })())
+    } finally {
+      pumping = false
+      for (const resolve of idle.splice(0)) resolve()
+    }
+  }
+  /** Settles when nothing waits and nothing is being sent. */
+  const settled = () => (pumping ? new Promise<void>((resolve) => idle.push(resolve)) : Promise.resolve())
   const cut = () => {
     if (timer !== null) clearTimeout(timer)
     timer = null
@@ -168,7 +176,7 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
     if (waitingSpans + spans > MAX_WAITING) return settings.onExportError(new Error(`${spans} spans dropped: the collector is not keeping up`))
     waiting.push({ body, spans })
     waitingSpans += spans
-    void drain()
+    void pump()
   }
   const finish = (traceId: string, spanId: string, parent: Parent | null, remote: boolean, name: string, kind: number, start: bigint, error: boolean, attributes: Readonly<Record<string, string | number>>) => {
     if (closed) return
@@ -218,12 +226,12 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
     },
     async flush() {
       cut()
-      await drain()
+      await settled()
     },
     async close() {
       cut()
       closed = true
-      await drain()
+      await settled()
       agent.destroy()
     },
   }

@@ -7,6 +7,7 @@ import t, { type Test } from 'tap'
 import { createHandler } from '../../server.ts'
 import { seedWorld } from '../../fixtures/seed.ts'
 import { createTelemetry, tracedFetch, type Telemetry } from '../../services/telemetry.ts'
+import { loadTracing } from '../../services/tracing.ts'
 import { createWebhookWorker } from '../../jobs/webhook-delivery.ts'
 import { FakeClock, memoryLogger, openTestDatabase, testConfig, TEST_DATABASE_URL } from '../support/helpers.ts'
 import { otlpReceiver } from '../support/otlp-receiver.ts'
@@ -132,6 +133,36 @@ t.test('webhook deliveries and MCP upstream requests carry the traceparent of th
     clients.map((span) => `00-${span.traceId}-${span.spanId}-01`),
     'each request carries its own client span',
   )
+})
+
+t.test('the export: an empty flush sends nothing, a 503 is retried, a 400 drops the batch and says so', async (t) => {
+  const answers = [503, 200, 400]
+  const seen: { status: number; bytes: number }[] = []
+  const collector = createServer((request, response) => {
+    let bytes = 0
+    request.on('data', (chunk: Buffer) => (bytes += chunk.length))
+    request.on('end', () => {
+      const status = answers.shift() ?? 500
+      seen.push({ status, bytes })
+      response.writeHead(status).end()
+    })
+  })
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => collector.close(() => resolve())).then(() => collector.closeAllConnections()))
+  const errors: string[] = []
+  const tracing = await loadTracing({ endpoint: `http://127.0.0.1:${(collector.address() as { port: number }).port}/`, serviceName: 's', sampler: 'parentbased_always_on', samplerRatio: 1, onExportError: (error) => errors.push(error.message) })
+  const span = () => tracing.request(new Request('http://localhost/x')).end('GET', '/x', 200)
+  await tracing.flush()
+  t.same(seen, [], 'nothing waited, nothing was sent')
+  span()
+  await tracing.flush()
+  t.same(seen.map((request) => request.status), [503, 200], 'the 503 was retried and the batch delivered')
+  t.equal(seen[0]!.bytes, seen[1]!.bytes, 'the same batch both times')
+  span()
+  await tracing.flush()
+  t.same(seen.map((request) => request.status), [503, 200, 400], 'a 400 is not retried')
+  t.same(errors, ['the collector answered 400'], 'and the dropped batch is reported')
+  await tracing.close()
 })
 
 t.test('without OTEL_EXPORTER_OTLP_ENDPOINT nothing traces and nothing is sent', async (t) => {
