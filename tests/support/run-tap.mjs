@@ -9,6 +9,8 @@ export const DATABASE_INDEPENDENT = [
   // Unit tests never open a database.
   'tests/unit/*.test.ts',
   'tests/bench/bench-*.test.ts',
+  // The MCP gateway scenario runs on PGlite only (--databases pglite).
+  'tests/bench/mcp-bench.test.ts',
   'tests/http/health.test.ts',
   'tests/process/launch.test.ts',
   'tests/storage/pglite-array-types.test.ts',
