@@ -1,14 +1,14 @@
 // One process at a time on an embedded data directory: a second server fails at once naming the
 // holder, a crashed holder's lock is recovered, and operator commands on a running server's
 // directory are carried out by that server (visible through its HTTP API at once). Real
-// processes on a temp DATA_DIR; PostgreSQL mode keeps opening the database directly.
+// processes on a temp DATA_DIR. That PostgreSQL mode keeps opening the database directly is in
+// process-lock-postgres.test.ts: this file runs on the PGlite run only.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PassThrough } from 'node:stream'
-import { createScratchDatabase } from '../../bench/lib.ts'
 import { DataDirHeldError, lockDataDir, SOCKET_NAME } from '../../cli/lock.ts'
 import { runCli } from '../../cli/main.ts'
 import { captured } from '../support/helpers.ts'
@@ -336,19 +336,4 @@ t.test('a data directory deleted and re-created under a running server: the old 
   next.child.kill('SIGTERM')
   t.equal((await next.exited).code, 0, 'the new server stops cleanly')
   t.same(await exportedEmails(t, env), ['new@example.com'], 'the re-created directory opens, with the new server\'s lead only')
-})
-
-const postgresUrl = process.env.TEST_DATABASE_URL
-t.test('with PostgreSQL, commands open the database directly', { skip: postgresUrl ? false : 'needs PostgreSQL: set TEST_DATABASE_URL' }, async (t) => {
-  const url = postgresUrl!
-  const scratch = await createScratchDatabase(url, 'steward_lock')
-  t.teardown(() => scratch.drop())
-  // A PGlite server holds DATA_DIR; a command configured for PostgreSQL never goes to it.
-  const server = await startServerProcess(t, env)
-  const migrate = await runServerTs(t, ['migrate'], { ...env, DATABASE_URL: scratch.url })
-  t.equal(migrate.code, 0, migrate.stderr)
-  t.notMatch(migrate.stderr, /carried out/)
-  t.match(migrate.stdout, /^applied: /, 'the PostgreSQL database was migrated by the command itself')
-  server.child.kill('SIGTERM')
-  t.equal((await server.exited).code, 0)
 })

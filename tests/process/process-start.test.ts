@@ -1,12 +1,12 @@
 // Start-up failures end the process with a message that names what to fix (a busy port, an
 // unusable DATA_DIR, an unreachable DATABASE_URL with its password masked), and `health --wait`
-// lets a script wait for a server started in the background. Real processes.
+// lets a script wait for a server started in the background. Real processes. The PostgreSQL
+// case is in process-start-postgres.test.ts: this file runs on the PGlite run only.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { createScratchDatabase } from '../../bench/lib.ts'
 import { childEnv, freePort, runServerTs, spawnServerTs } from '../support/process-support.ts'
 
 // Each first start of the embedded database takes seconds (more on a busy machine).
@@ -31,20 +31,6 @@ t.test('a busy port: start exits 1 naming the port, after closing the database a
 })
 
 // On PostgreSQL a failed start also holds a pool, the shared rate-limit store and their timers.
-const postgresUrl = process.env.TEST_DATABASE_URL
-t.test('a busy port on PostgreSQL: start exits 1 naming the port', { skip: postgresUrl ? false : 'needs PostgreSQL: set TEST_DATABASE_URL' }, async (t) => {
-  const scratch = await createScratchDatabase(postgresUrl!, 'steward_start')
-  t.teardown(() => scratch.drop())
-  const taken = createServer()
-  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', () => resolve()))
-  t.teardown(() => taken.close())
-  const port = (taken.address() as { port: number }).port
-  const result = await runServerTs(t, ['start'], childEnv(join(root, 'unused'), { PORT: String(port), DATABASE_URL: scratch.url }))
-  t.comment(`exited after ${result.ms} ms`)
-  t.same({ code: result.code, signal: result.signal }, { code: 1, signal: null }, 'the process ends by itself with 1')
-  t.equal(result.stderr, `start failed: port ${port} on 127.0.0.1 is already in use (set PORT to a free port, or stop what listens there)\n`)
-})
-
 t.test('an unusable DATA_DIR fails start and migrate at once, naming it', async (t) => {
   const file = join(root, 'a-file')
   writeFileSync(file, 'not a directory')

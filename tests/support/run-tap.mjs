@@ -21,6 +21,9 @@ export const DATABASE_INDEPENDENT = [
   'tests/cli/approvals-cli.test.ts',
   'tests/cli/governance-cli.test.ts',
   'tests/cli/product-cli.test.ts',
+  // Their PostgreSQL cases are in process-lock-postgres and process-start-postgres.
+  'tests/process/process-lock.test.ts',
+  'tests/process/process-start.test.ts',
 ]
 
 const args = process.argv.slice(2)
