@@ -1,5 +1,5 @@
 // Deprecation and sunset of a route or an API version (docs/api.md, versioning and lifecycle):
-// parsed by config.ts, announced by http/lifecycle.ts, published by wellknown/openapi.ts.
+// parsed by domain/lifecycle-json.ts for config.ts, announced by http/lifecycle.ts, published by wellknown/openapi.ts.
 
 export interface LifecycleEntry {
   /** When the route or version was (or will be) deprecated (RFC 9745). */
