@@ -83,13 +83,13 @@ export type WriteOutcome =
 
 const parse = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value)
 
-export const DECISION_COLUMNS = [
+const DECISION_COLUMNS = [
   'decision_id', 'organization_id', 'agent_id', 'agent_handle', 'action', 'resource', 'args', 'context', 'args_sha256',
   'decision', 'policy_decision', 'reasons', 'monitor', 'errors', 'approval_id', 'ruleset_revision', 'requested_by', 'evaluated_at', 'via',
 ] as const
 
 /** Each column's type, for the guarded insert whose values are not typed by the target columns. */
-export const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
+const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
   decision_id: 'uuid', organization_id: 'uuid', agent_id: 'uuid', agent_handle: 'text', action: 'text', resource: 'text',
   args: 'jsonb', context: 'jsonb', args_sha256: 'text', decision: 'text', policy_decision: 'text', reasons: 'jsonb',
   monitor: 'jsonb', errors: 'jsonb', approval_id: 'uuid', ruleset_revision: 'integer', requested_by: 'text', evaluated_at: 'timestamptz', via: 'text',
@@ -103,16 +103,12 @@ export const DECISION_TYPES: Record<(typeof DECISION_COLUMNS)[number], string> =
  * executing it. `extra` adds typed arrays after the columns (named as given).
  */
 export function decisionRows(first: number, extra: readonly { name: string; type: string }[] = []): { columns: string; select: string; from: string } {
-  const params = DECISION_COLUMNS.map((name, column) => `$${first + column}::${DECISION_TYPES[name] === 'jsonb' ? 'text' : DECISION_TYPES[name]}[]`)
-  const names = DECISION_COLUMNS.map((name) => `"${name}"`)
-  extra.forEach((e, index) => {
-    params.push(`$${first + DECISION_COLUMNS.length + index}::${e.type}[]`)
-    names.push(`"${e.name}"`)
-  })
+  const typed = [...DECISION_COLUMNS.map((name) => ({ name, type: DECISION_TYPES[name] === 'jsonb' ? 'text' : DECISION_TYPES[name] })), ...extra]
+  const columns = DECISION_COLUMNS.map((name) => `"${name}"`).join(', ')
   return {
-    columns: DECISION_COLUMNS.map((name) => `"${name}"`).join(', '),
+    columns,
     select: DECISION_COLUMNS.map((name) => (DECISION_TYPES[name] === 'jsonb' ? `r."${name}"::jsonb` : `r."${name}"`)).join(', '),
-    from: `unnest(${params.join(', ')}) as r(${names.join(', ')})`,
+    from: `unnest(${typed.map((column, index) => `$${first + index}::${column.type}[]`).join(', ')}) as r(${typed.map((column) => `"${column.name}"`).join(', ')})`,
   }
 }
 
@@ -149,7 +145,7 @@ const GUARDED_INSERT_TEXT = preparedText(
 )
 
 /** A decision row's values, in DECISION_COLUMNS order. */
-export function pushDecisionValues(values: unknown[], r: DecisionRecord): void {
+function pushDecisionValues(values: unknown[], r: DecisionRecord): void {
   values.push(
     r.decision_id, r.organization_id, r.agent_id, r.agent_handle, r.action, r.resource, JSON.stringify(r.args), JSON.stringify(r.context), r.args_sha256,
     r.decision, r.policy_decision, JSON.stringify(r.reasons), JSON.stringify(r.monitor), JSON.stringify(r.errors), r.approval_id, r.ruleset_revision, r.requested_by, r.evaluated_at.toISOString(),
