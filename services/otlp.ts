@@ -139,7 +139,8 @@ function attribute(writer: Writer, field: number, key: string, value: string | n
   writer.message(field, () => {
     writer.string(1, key)
     writer.message(2, () => {
-      if (typeof value === 'string') writer.string(1, value)
+      // int_value is a varint here: other numbers (none of ours) go as their text.
+      if (typeof value === 'string' || !Number.isSafeInteger(value) || value < 0) writer.string(1, String(value))
       else {
         writer.tag(3, 0)
         writer.varint(value)
