@@ -1,5 +1,5 @@
 """The HTTP core shared by :class:`Steward` and :class:`AsyncSteward`: configuration, one request
-with retries, sessions, pagination. Standard library only (``urllib.request``).
+with retries, sessions, pagination (its pages: ``_pages.py``). Standard library only (``urllib.request``).
 
 Retries follow the model of openai-python: ``max_retries`` (2 by default) more attempts on 408,
 429, 5xx and on connection errors, with exponential backoff and jitter (0.5 s doubling up to 8 s,
@@ -23,15 +23,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
+from typing import Any, Dict, Mapping, Optional
 
 from ._errors import APIConnectionError, APITimeoutError, AuthenticationError, StewardError, status_error
+from ._pages import Page, Paginator
 from ._transport import ConnectionPool
 from ._version import __version__
-
-T = TypeVar("T")
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 60.0
@@ -89,59 +88,6 @@ class Response:
     @property
     def request_id(self) -> Optional[str]:
         return self.headers.get("x-request-id")
-
-
-@dataclass
-class Page(Generic[T]):
-    """One page of a list: ``items``, ``next_cursor`` (None on the last page) and the raw answer."""
-
-    items: List[T]
-    next_cursor: Optional[str]
-    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-class Paginator(Generic[T]):
-    """What a list method returns: iterate it to get every item across pages (each page is fetched
-    when the previous one is used up, following ``next_cursor``), or call :meth:`page` for one.
-
-    Nothing is requested before you iterate or call :meth:`page`.
-    """
-
-    def __init__(self, fetch: Callable[[Optional[str]], Page[T]]) -> None:
-        self._fetch = fetch
-
-    def page(self, cursor: Optional[str] = None) -> Page[T]:
-        """The page at ``cursor`` (the first page when None)."""
-        return self._fetch(cursor)
-
-    def pages(self) -> Iterator[Page[T]]:
-        """Every page in turn."""
-        cursor: Optional[str] = None
-        while True:
-            page = self._fetch(cursor)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
-
-    def __iter__(self) -> Iterator[T]:
-        for page in self.pages():
-            yield from page.items
-
-    def to_list(self, limit: Optional[int] = None) -> List[T]:
-        """Collects the items (at most ``limit`` of them when given)."""
-        out: List[T] = []
-        for item in self:
-            if limit is not None and len(out) >= limit:
-                break
-            out.append(item)
-        return out
 
 
 class _Session:
