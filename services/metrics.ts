@@ -4,6 +4,7 @@
 // semantic conventions in Prometheus form where one exists (http.server.request.duration →
 // http_server_request_duration_seconds), else start with steward_. No label carries an id, a
 // path or anything a client chose: routes are templates, methods and limiter names a fixed set.
+import { SeriesCounter, SeriesHistogram } from './metric-series.ts'
 import { registerProcessMetrics } from './process-metrics.ts'
 import type { Kysely } from 'kysely'
 import type { Database } from '../database/schema.ts'
@@ -50,15 +51,11 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
   const register = [registry]
   // Process metrics (CPU, memory, open files, event-loop lag), read at the scrape.
   registerProcessMetrics(prom, registry)
-  const http = new prom.Histogram({
-    name: 'http_server_request_duration_seconds',
-    help: 'Duration of HTTP server requests, by method, route template and status.',
-    labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
-    buckets: HTTP_BUCKETS,
-    registers: register,
-  })
-  const decisions = new prom.Counter({ name: 'steward_decisions_total', help: 'Decisions made, by outcome and by the rule that made them (policy, default_decision, limit_exceeded…).', labelNames: ['outcome', 'rule'] as const, registers: register })
-  const decisionDuration = new prom.Histogram({ name: 'steward_decision_duration_seconds', help: 'Time to decide and log a decision, by outcome.', labelNames: ['outcome'] as const, buckets: DECISION_BUCKETS, registers: register })
+  // The series each request updates: kept by services/metric-series.ts, formatted by the registry.
+  const http = new SeriesHistogram('http_server_request_duration_seconds', 'Duration of HTTP server requests, by method, route template and status.', ['http_request_method', 'http_route', 'http_response_status_code'], HTTP_BUCKETS)
+  const decisions = new SeriesCounter('steward_decisions_total', 'Decisions made, by outcome and by the rule that made them (policy, default_decision, limit_exceeded…).', ['outcome', 'rule'])
+  const decisionDuration = new SeriesHistogram('steward_decision_duration_seconds', 'Time to decide and log a decision, by outcome.', ['outcome'], DECISION_BUCKETS)
+  for (const metric of [http, decisions, decisionDuration]) registry.registerMetric(metric as unknown as Parameters<typeof registry.registerMetric>[0])
   const pending = new prom.Gauge({ name: 'steward_approvals_pending', help: 'Approvals pending and not yet expired, read from the database at scrape time.', registers: register })
   const approvalTime = new prom.Histogram({ name: 'steward_approval_time_to_decision_seconds', help: 'Time from an approval request to its outcome (approved, denied, cancelled).', labelNames: ['result'] as const, buckets: APPROVAL_BUCKETS, registers: register })
   const webhooks = new prom.Counter({ name: 'steward_webhook_deliveries_total', help: 'Webhook delivery attempts, by result (delivered, failed and to be retried, gave_up).', labelNames: ['result'] as const, registers: register })
@@ -86,20 +83,15 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
     new prom.Gauge({ name: 'db_client_connection_pending_requests', help: 'Queries waiting for a pooled connection.', registers: register, collect() { this.set(pool.waitingCount) } })
   }
 
-  // The series each request updates, found by a Map of their label values instead of prom-client
-  // hashing a label object per call. Bounded: methods, route templates, statuses, outcomes, rules.
-  const requestSeries = children((method, route, status) => http.labels(method, route, status))
-  const decisionSeries = children((outcome, rule) => decisions.labels(outcome, rule))
-  const durationSeries = children((outcome) => decisionDuration.labels(outcome))
-
+  // Series are bounded: methods, route templates, statuses, outcomes and rules are fixed sets.
   return {
     request(method, route, status, seconds, limiter) {
-      requestSeries(METHODS.has(method) ? method : '_OTHER', route, String(status)).observe(seconds)
+      http.of(METHODS.has(method) ? method : '_OTHER', route, status).observe(seconds)
       if (limiter !== null) refusals.inc({ limiter })
     },
     decided(outcome, rule, seconds) {
-      decisionSeries(outcome, rule).inc()
-      durationSeries(outcome).observe(seconds)
+      decisions.of(outcome, rule).inc()
+      decisionDuration.of(outcome).observe(seconds)
     },
     approvalClosed(result, seconds) {
       approvalTime.observe({ result }, Math.max(0, seconds))
@@ -119,16 +111,5 @@ export async function loadMetrics(deps: MetricsDeps): Promise<Metrics> {
       }
       return { contentType: registry.contentType, text: await registry.metrics() }
     },
-  }
-}
-
-/** A metric's child per combination of label values, made once. */
-function children<C>(make: (...values: string[]) => C): (...values: string[]) => C {
-  const made = new Map<string, C>()
-  return (...values) => {
-    const key = values.join('\n')
-    let child = made.get(key)
-    if (child === undefined) made.set(key, (child = make(...values)))
-    return child
   }
 }
