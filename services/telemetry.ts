@@ -9,7 +9,7 @@ import type { Database } from '../database/schema.ts'
 import { requestIdOf, type ConnectionInfo } from '../http/context.ts'
 import type { Logger } from '../log.ts'
 import { loadMetrics, type Metrics, type PoolStats } from './metrics.ts'
-import { loadTracing, type RequestSpan, type Tracing } from './tracing.ts'
+import { loadTracing, type RequestSpan, type SpanDecision, type Tracing } from './tracing.ts'
 
 export type { PoolStats } from './metrics.ts'
 
@@ -87,7 +87,7 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
   void ready.then(() => (loaded = true))
   // A decision's span attributes, by request id, until its request's span ends: the decision
   // service knows the request id, not the span. Bounded: a flood of ids empties it.
-  const decisionAttributes = new Map<string, Record<string, string>>()
+  const decisions = new Map<string, SpanDecision>()
   // The span of each request being served, kept on the request, so that work done for it (an MCP
   // upstream call) continues its trace.
   const SPAN = Symbol('steward.span')
@@ -98,13 +98,8 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
     decided(answer, agent, action, seconds, requestId, agentId) {
       metrics?.decided(answer.decision, ruleOf(answer.reasons), seconds)
       if (tracing === null || requestId === null) return
-      if (decisionAttributes.size >= 10_000) decisionAttributes.clear()
-      decisionAttributes.set(requestId, {
-        'steward.decision.outcome': answer.decision,
-        ...(agent !== null ? { 'steward.agent': agent } : {}),
-        ...(agentId ? { 'steward.agent_id': agentId } : {}),
-        'steward.action': action,
-      })
+      if (decisions.size >= 10_000) decisions.clear()
+      decisions.set(requestId, { outcome: answer.decision, agent, agentId: agentId ?? null, action })
     },
     approvalClosed(result, seconds) {
       metrics?.approvalClosed(result, seconds)
@@ -121,21 +116,22 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
     wrap(fetch) {
       const observed: Fetch = (request, conn) => {
         const started = performance.now()
-        const span = tracing?.request(request) ?? null
+        const span = tracing?.request(request, started) ?? null
         if (span) (request as Spanned)[SPAN] = span
         const settle = (response: Response): Response => {
           // The route template itty-router matched (never the raw path); none: no route matched.
           const route = (request as { route?: string }).route ?? null
-          metrics?.request(request.method, route ?? 'unmatched', response.status, (performance.now() - started) / 1000, response.status === 429 ? limiterOf(response) : null)
+          const ended = performance.now()
+          metrics?.request(request.method, route ?? 'unmatched', response.status, (ended - started) / 1000, response.status === 429 ? limiterOf(response) : null)
           if (span) {
             // Not response.headers: reading them costs the Node adapter a Headers object per answer.
             const id = requestIdOf(request)
-            const attributes = id === null ? undefined : decisionAttributes.get(id)
-            if (attributes) {
-              decisionAttributes.delete(id!)
-              span.setAttributes(attributes)
+            const decision = id === null ? undefined : decisions.get(id)
+            if (decision !== undefined) {
+              decisions.delete(id!)
+              span.setDecision(decision)
             }
-            span.end(request.method, route, response.status)
+            span.end(request.method, route, response.status, ended)
           }
           return response
         }

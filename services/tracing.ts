@@ -11,6 +11,7 @@
 import { randomFillSync } from 'node:crypto'
 import http from 'node:http'
 import https from 'node:https'
+import type { EndedSpan } from './otlp.ts'
 
 export interface TracingSettings {
   /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL; spans go to <it>/v1/traces. */
@@ -23,19 +24,32 @@ export interface TracingSettings {
   readonly onExportError: (error: Error) => void
 }
 
+/** What a decision adds to its request's span (steward.decision.outcome, steward.agent, …). */
+export interface SpanDecision {
+  readonly outcome: string
+  /** The handle the request named, if any. */
+  readonly agent: string | null
+  /** The agent of an agent key (which names no handle), if any. */
+  readonly agentId: string | null
+  readonly action: string
+}
+
 /** A request's span, while the request runs. */
 export interface RequestSpan {
-  /** Adds attributes (the decision's outcome, agent and action). */
-  setAttributes(attributes: Readonly<Record<string, string>>): void
-  /** Ends the span with what the answer was. */
-  end(method: string, route: string | null, status: number): void
+  /** The decision made for the request: its outcome, agent and action become attributes. */
+  setDecision(decision: SpanDecision): void
+  /** Ends the span with what the answer was; `at`: performance.now() when it was sent. */
+  end(method: string, route: string | null, status: number, at: number): void
   /** The W3C traceparent naming this span: what work done for the request continues. */
   traceparent(): string
 }
 
 export interface Tracing {
-  /** Starts the span of an incoming request (continuing its `traceparent`, if valid). */
-  request(request: Request): RequestSpan
+  /**
+   * Starts the span of an incoming request (continuing its `traceparent`, if valid); `at`:
+   * performance.now() when it came (the caller's clock reading, not a second one).
+   */
+  request(request: Request, at: number): RequestSpan
   /**
    * Runs `work` (an outgoing request) under a client span, a child of `parent` (a traceparent)
    * when given, else the root of a new trace; `work` sends the headers it is given.
@@ -68,16 +82,23 @@ const TIMEOUT_MS = 10_000
 const RETRYABLE = new Set([429, 502, 503, 504])
 const RETRY_DELAYS_MS = [1000, 4000]
 
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/
+const NO_ATTRIBUTES: readonly (string | number)[] = []
+/** Version, trace id, parent id and flags, then the end or (a later version's) more after a dash. */
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(?:$|-)/
+const ZEROS = '0000000000000000'
 
-/** W3C Trace Context: version ff is invalid, version 00 has exactly four fields, ids are not all zeros. */
+/**
+ * W3C Trace Context: `version-traceid-parentid-flags`, lower-case hex; version ff is invalid,
+ * version 00 has exactly these four fields, and neither id may be all zeros. It runs on every
+ * request: one test of the whole, then slices, and no capture groups.
+ */
 export function parseTraceparent(header: string | null | undefined): Parent | null {
-  const match = header ? TRACEPARENT.exec(header.trim()) : null
-  if (!match) return null
-  const [, version, traceId, spanId, flags, rest] = match
-  if (version === 'ff' || (version === '00' && rest !== undefined)) return null
-  if (/^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null
-  return { traceId: traceId!, spanId: spanId!, sampled: (parseInt(flags!, 16) & 1) === 1 }
+  if (!header) return null
+  const value = header.trim()
+  if (!TRACEPARENT.test(value) || value.startsWith('ff')) return null
+  if (value.length > 55 && (value.startsWith('00') || /[\r\n]/.test(value))) return null
+  if ((value.startsWith(ZEROS, 3) && value.startsWith(ZEROS, 19)) || value.startsWith(ZEROS, 36)) return null
+  return { traceId: value.slice(3, 35), spanId: value.slice(36, 52), sampled: (parseInt(value[54]!, 16) & 1) === 1 }
 }
 
 /** Random ids in hex, from a pool of random bytes refilled when used up. */
@@ -90,13 +111,15 @@ function idSource(): (bytes: number) => string {
         randomFillSync(pool)
         at = 0
       }
-      const id = pool.toString('hex', at, (at += bytes))
-      if (!/^0+$/.test(id)) return id
+      const start = at
+      at += bytes
+      for (let i = start; i < at; i++) if (pool[i] !== 0) return pool.toString('hex', start, at)
     }
   }
 }
 
-const nanosNow = (): bigint => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n
+/** Now, in Unix epoch milliseconds with a fraction: a monotonic clock anchored once. */
+const epochMs = (): number => performance.timeOrigin + performance.now()
 
 /** Builds the tracer: spans are encoded as they end and sent in batches to the collector. */
 export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
@@ -178,9 +201,9 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
     waitingSpans += spans
     void pump()
   }
-  const finish = (traceId: string, spanId: string, parent: Parent | null, remote: boolean, name: string, kind: number, start: bigint, error: boolean, attributes: Readonly<Record<string, string | number>>) => {
+  const finish = (span: EndedSpan) => {
     if (closed) return
-    batch.add({ traceId, spanId, parentSpanId: parent?.spanId ?? null, flags: 1, remoteParent: remote, name, kind, startNanos: start, endNanos: nanosNow(), attributes, status: error ? ERROR : 0 })
+    batch.add(span)
     if (batch.count >= BATCH) cut()
     else if (timer === null) timer = setTimeout(cut, DELAY_MS).unref()
   }
@@ -192,25 +215,13 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
   const traceparentOf = (span: { traceId: string; spanId: string; sampled: boolean }) => `00-${span.traceId}-${span.spanId}-0${span.sampled ? 1 : 0}`
 
   return {
-    request(request) {
-      const start = nanosNow()
+    request(request, at) {
       const parent = parseTraceparent(request.headers.get('traceparent'))
-      const span = begin(parent)
-      const attributes: Record<string, string | number> = { 'http.request.method': request.method }
-      return {
-        setAttributes: (more) => void Object.assign(attributes, more),
-        traceparent: () => traceparentOf(span),
-        end(method, route, status) {
-          if (!span.sampled) return
-          attributes['http.response.status_code'] = status
-          if (route !== null) attributes['http.route'] = route
-          // OpenTelemetry's HTTP span name: the method and the route template.
-          finish(span.traceId, span.spanId, parent, true, route !== null ? `${method} ${route}` : method, SERVER, start, status >= 500, attributes)
-        },
-      }
+      const traceId = parent?.traceId ?? newId(16)
+      return new ServerSpan(finish, traceId, newId(8), parent, parent !== null && parentBased ? parent.sampled : sampledRoot(traceId), at)
     },
     async outgoing(name, attributes, work, parentHeader) {
-      const start = nanosNow()
+      const startMs = epochMs()
       const parent = parseTraceparent(parentHeader)
       const span = begin(parent)
       let failed = false
@@ -221,7 +232,9 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
         throw error
       } finally {
         // The parent is the request's own span (same process), not a remote one.
-        if (span.sampled) finish(span.traceId, span.spanId, parent, false, name, CLIENT, start, failed, { ...attributes })
+        if (span.sampled) {
+          finish({ traceId: span.traceId, spanId: span.spanId, parentSpanId: parent?.spanId ?? null, flags: 1, remoteParent: false, name, kind: CLIENT, startMs, endMs: epochMs(), attributes: Object.entries(attributes).flat(), status: failed ? ERROR : 0 })
+        }
       }
     },
     async flush() {
@@ -234,5 +247,62 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
       await settled()
       agent.destroy()
     },
+  }
+}
+
+/**
+ * The span of a request being served: a class, so a span is one object with its fields and no
+ * closures; it becomes the encoded span itself when it ends.
+ */
+class ServerSpan implements RequestSpan, EndedSpan {
+  readonly startMs: number
+  endMs = 0
+  readonly parentSpanId: string | null
+  readonly flags = 1
+  readonly remoteParent = true
+  name = ''
+  readonly kind = SERVER
+  attributes: readonly (string | number)[] = NO_ATTRIBUTES
+  status = 0
+  private decision: SpanDecision | null = null
+
+  constructor(
+    private readonly finish: (span: EndedSpan) => void,
+    readonly traceId: string,
+    readonly spanId: string,
+    parent: Parent | null,
+    private readonly sampled: boolean,
+    at: number,
+  ) {
+    this.startMs = performance.timeOrigin + at
+    this.parentSpanId = parent?.spanId ?? null
+  }
+
+  setDecision(decision: SpanDecision): void {
+    this.decision = decision
+  }
+
+  traceparent(): string {
+    return `00-${this.traceId}-${this.spanId}-0${this.sampled ? 1 : 0}`
+  }
+
+  end(method: string, route: string | null, status: number, at: number): void {
+    if (!this.sampled) return
+    this.endMs = performance.timeOrigin + at
+    // Built once, at the end, in one list: OpenTelemetry's HTTP attributes, then the decision's.
+    const attributes: (string | number)[] = ['http.request.method', method, 'http.response.status_code', status]
+    if (route !== null) attributes.push('http.route', route)
+    const decision = this.decision
+    if (decision !== null) {
+      attributes.push('steward.decision.outcome', decision.outcome)
+      if (decision.agent !== null) attributes.push('steward.agent', decision.agent)
+      if (decision.agentId !== null) attributes.push('steward.agent_id', decision.agentId)
+      attributes.push('steward.action', decision.action)
+    }
+    this.attributes = attributes
+    // OpenTelemetry's HTTP span name: the method and the route template.
+    this.name = route !== null ? `${method} ${route}` : method
+    this.status = status >= 500 ? ERROR : 0
+    this.finish(this)
   }
 }

@@ -36,6 +36,7 @@ async function world(t: Test, env: Record<string, string>) {
 
 t.test('one server span per request, with its attributes and the incoming trace', async (t) => {
   const receiver = await otlpReceiver(t)
+  const before = BigInt(Date.now()) * 1_000_000n
   const { call, vars, telemetry } = await world(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'steward-test' })
   t.equal((await call('POST', '/agents', { token: vars.MANAGER_KEY_A!, json: { handle: 'trace-bot' } })).status, 201)
   const decided = await call('POST', '/decisions', {
@@ -47,8 +48,15 @@ t.test('one server span per request, with its attributes and the incoming trace'
   t.equal((await call('GET', '/nowhere')).status, 404)
   t.equal((await call('GET', '/decisions', { token: vars.ADMIN_KEY_A!, headers: { traceparent: 'garbage' } })).status, 200)
   await telemetry.flush()
+  const after = BigInt(Date.now()) * 1_000_000n
 
   t.same(receiver.contentTypes, ['application/x-protobuf'], 'one batch, in the protobuf encoding (the OTLP default)')
+  // The monotonic clock the spans read is anchored once, so allow it a second of drift from Date.now.
+  const second = 1_000_000_000n
+  t.ok(
+    receiver.spans.every((span) => span.startNanos >= before - second && span.startNanos <= span.endNanos && span.endNanos <= after + second),
+    'each span starts and ends, in Unix epoch nanoseconds, while the test ran',
+  )
   t.equal(receiver.spans.length, 4, 'one span per request, nothing else')
   t.ok(receiver.spans.every((span) => span.kind === 2 && span.serviceName === 'steward-test'), 'server spans of the configured service')
   const [agent, decision, unknown, list] = receiver.spans
@@ -151,7 +159,7 @@ t.test('the export: an empty flush sends nothing, a 503 is retried, a 400 drops 
   t.teardown(() => new Promise<void>((resolve) => collector.close(() => resolve())).then(() => collector.closeAllConnections()))
   const errors: string[] = []
   const tracing = await loadTracing({ endpoint: `http://127.0.0.1:${(collector.address() as { port: number }).port}/`, serviceName: 's', sampler: 'parentbased_always_on', samplerRatio: 1, onExportError: (error) => errors.push(error.message) })
-  const span = () => tracing.request(new Request('http://localhost/x')).end('GET', '/x', 200)
+  const span = () => tracing.request(new Request('http://localhost/x'), performance.now()).end('GET', '/x', 200, performance.now())
   await tracing.flush()
   t.same(seen, [], 'nothing waited, nothing was sent')
   span()

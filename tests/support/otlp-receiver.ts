@@ -14,6 +14,9 @@ export interface ReceivedSpan {
   readonly kind: number
   readonly attributes: Record<string, string | number | boolean>
   readonly serviceName: string
+  /** Unix epoch nanoseconds. */
+  readonly startNanos: bigint
+  readonly endNanos: bigint
 }
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number }
@@ -46,7 +49,7 @@ export async function otlpReceiver(t: Test): Promise<{ url: string; spans: Recei
         const serviceName = String(attributesOf(resourceSpans.resource?.attributes)['service.name'])
         for (const scope of resourceSpans.scopeSpans ?? []) {
           for (const span of scope.spans ?? []) {
-            spans.push({ traceId: span.traceId, spanId: span.spanId, parentSpanId: span.parentSpanId ?? '', name: span.name, kind: span.kind, attributes: attributesOf(span.attributes), serviceName })
+            spans.push({ traceId: span.traceId, spanId: span.spanId, parentSpanId: span.parentSpanId ?? '', name: span.name, kind: span.kind, attributes: attributesOf(span.attributes), serviceName, startNanos: BigInt(span.startTimeUnixNano ?? 0), endNanos: BigInt(span.endTimeUnixNano ?? 0) })
           }
         }
       }
@@ -126,6 +129,9 @@ function decodeRequest(bytes: Buffer) {
               parentSpanId: bytesOf(span, 4)?.toString('hex') ?? '',
               name: textOf(span, 5),
               kind: Number(span.get(6)?.[0] ?? 0n),
+              // fixed64, as the JSON encoding's decimal string.
+              startTimeUnixNano: bytesOf(span, 7)?.readBigUInt64LE(0).toString(),
+              endTimeUnixNano: bytesOf(span, 8)?.readBigUInt64LE(0).toString(),
               attributes: keyValues(span.get(9)),
             }
           }),
