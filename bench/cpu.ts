@@ -1,5 +1,6 @@
 // CPU time of this process and of the local PostgreSQL server's processes (Linux /proc), for
 // benches that report CPU per request beside throughput: steadier than req/s on a small, shared machine.
+import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { processTree, statFields } from './lib.ts'
 
@@ -45,6 +46,41 @@ export function treeCpu(root: number): number {
       ticks += Number(fields[11]) + Number(fields[12])
     } catch {
       // gone between listing and reading
+    }
+  }
+  return ticks * TICK_US
+}
+
+/** Whether `taskset` is here to pin processes to a core (Linux, util-linux). */
+export const canPin: boolean = (() => {
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+/** Pins every thread of each process to `core` (a process that has just gone is skipped). */
+export function pinTo(pids: readonly number[], core: number): void {
+  for (const pid of pids) {
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', String(core), String(pid)], { stdio: 'ignore' })
+    } catch {
+      // gone
+    }
+  }
+}
+
+/** User+system CPU of these processes (not their children), in µs; those gone count nothing. */
+export function pidsCpu(pids: readonly number[]): number {
+  let ticks = 0
+  for (const pid of pids) {
+    try {
+      const fields = statFields(pid)
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // gone: its CPU went with it
     }
   }
   return ticks * TICK_US

@@ -1,35 +1,45 @@
 // Metrics and tracing as a client sees them (docs/observability.md): POST /decisions over HTTP to
 // two Steward servers started as users start them (./steward start), one with METRICS_TOKEN and
 // OTEL_EXPORTER_OTLP_ENDPOINT set (spans exported to a receiver in this process, /metrics scraped
-// after every window), one with neither, each on its own database (PGlite data directory, or a
-// scratch PostgreSQL database) seeded alike. Every request carries a sampled traceparent (one caller's trace per server).
-// Alternating rounds; the ratio is the median of the per-round on ÷ off. Goal: ≥ 0.95.
-//   node --import tsx bench/observability-http.ts [--databases pglite,postgres] [--seconds 4] [--rounds 4] [--connections 10]
-import { createServer } from 'node:http'
+// every 15 s), one with neither, each on its own database (PGlite data directory, or a scratch
+// PostgreSQL database) seeded alike. Every request carries a sampled traceparent (one caller's
+// trace per server). Both servers are loaded at the same time and share one core (with their
+// PostgreSQL backends), so whatever slows that core slows both; the load generator and the
+// receiver keep to the other core. Goal: CPU per request, off ÷ on, ≥ 0.95.
+//   node --import tsx bench/observability-http.ts [--databases pglite,postgres] [--seconds 3] [--rounds 8] [--connections 10]
+import { spawn } from 'node:child_process'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import os from 'node:os'
+import pg from 'pg'
 import { parseScriptArgs } from '../cli/command.ts'
 import { decisionBody, seedDecisionWorld } from './decision-world.ts'
-import { createScratchDatabase, findPostgres, median, NO_RATE_LIMITS, startServer, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, findPostgres, NO_RATE_LIMITS, processTree, startServer, type ServerProcess } from './lib.ts'
 import { maxThroughput, type RequestSpec } from './load.ts'
-import { alternatingRounds } from './report.ts'
-import { postgresCpu, treeCpu } from './cpu.ts'
+import { canPin, pidsCpu, pinTo, treeCpu } from './cpu.ts'
 
 const options = parseScriptArgs({ databases: { type: 'string' }, seconds: { type: 'string' }, rounds: { type: 'string' }, connections: { type: 'string' } })
-const SECONDS = Number(options.seconds ?? 4)
-const ROUNDS = Math.round(Number(options.rounds ?? 4))
+const SECONDS = Number(options.seconds ?? 3)
+const ROUNDS = Math.round(Number(options.rounds ?? 8))
 const CONNECTIONS = Math.round(Number(options.connections ?? 10))
 const DATABASES = (options.databases ?? 'pglite,postgres').split(',')
+/** PARTS=metrics or PARTS=tracing: that part alone on the 'on' server; none: both off (A/A). */
+const PARTS = process.env.PARTS ?? 'both'
 const TOKEN = 'bench-metrics-token-0123456789abcdef'
 
-let exported = 0
-const receiver = createServer((request, response) => {
-  request.on('data', (chunk: Buffer) => (exported += chunk.length))
-  request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'))
+// The collector: a process of its own that takes each export and counts its bytes, as a local
+// agent would (inside this process it would wait on the load generator).
+const RECEIVER = `let n = 0
+const server = require('node:http').createServer((request, response) => {
+  request.on('data', (chunk) => (n += chunk.length))
+  request.on('end', () => { process.stdout.write(n + '\\n'); response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end() })
 })
-await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
-const endpoint = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`
+server.listen(0, '127.0.0.1', () => console.log(server.address().port))`
+const receiver = spawn(process.execPath, ['-e', RECEIVER], { stdio: ['ignore', 'pipe', 'inherit'] })
+let exported = 0
+const port = await new Promise<string>((resolve) => receiver.stdout!.once('data', (data: Buffer) => resolve(data.toString().trim())))
+receiver.stdout!.on('data', (data: Buffer) => (exported = Number(data.toString().trim().split('\n').pop())))
+const endpoint = `http://127.0.0.1:${port}`
 const adminUrl = DATABASES.includes('postgres') ? await findPostgres() : null
 
 type Side = 'off' | 'on'
@@ -43,11 +53,13 @@ for (const database of DATABASES) {
       continue
     }
     const specs = {} as Record<Side, RequestSpec>
+    const databases: Partial<Record<Side, string>> = {}
     for (const side of ['off', 'on'] as const) {
       let target: { databaseUrl: string } | { dataDir: string }
       if (database === 'postgres') {
         const scratch = await createScratchDatabase(adminUrl!, `steward_obs_${side}`)
         cleanups.push(() => scratch.drop())
+        databases[side] = scratch.name
         target = { databaseUrl: scratch.url }
       } else {
         const dataDir = join(os.tmpdir(), `steward-bench-obs-${side}-${process.pid}`)
@@ -56,7 +68,8 @@ for (const database of DATABASES) {
       }
       const world = await seedDecisionWorld(target)
       const env = { DATABASE_URL: 'databaseUrl' in target ? target.databaseUrl : '', DATA_DIR: 'dataDir' in target ? target.dataDir : '', LOG_LEVEL: 'warn', ...NO_RATE_LIMITS }
-      const server = await startServer('node', side === 'on' ? { ...env, METRICS_TOKEN: TOKEN, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } : env)
+      const parts = PARTS === 'none' ? {} : { ...(PARTS !== 'tracing' ? { METRICS_TOKEN: TOKEN } : {}), ...(PARTS !== 'metrics' ? { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } : {}) }
+      const server = await startServer('node', side === 'on' ? { ...env, ...parts } : env)
       servers[side] = server
       let sent = 0
       specs[side] = {
@@ -71,33 +84,50 @@ for (const database of DATABASES) {
       const res = await fetch(`${servers.on!.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })
       if (res.status !== 200 || !(await res.text()).includes('steward_decisions_total')) throw new Error(`/metrics answered ${res.status}`)
     }
-    // CPU per request of each server process (and of PostgreSQL's processes): what a server that
-    // is CPU-bound pays, steadier than req/s on this small shared machine.
+    // PostgreSQL's processes serving each server's database, pinned and counted with it.
+    const backends = async (side: Side): Promise<number[]> => {
+      if (!databases[side]) return []
+      const admin = new pg.Client({ connectionString: adminUrl! })
+      await admin.connect()
+      try {
+        const { rows } = await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [databases[side]])
+        return rows.map((row) => row.pid)
+      } finally {
+        await admin.end()
+      }
+    }
+    if (canPin) pinTo([process.pid, receiver.pid!], 0)
     const cpu = { off: { server: 0, postgres: 0, n: 0 }, on: { server: 0, postgres: 0, n: 0 } }
-    const samples = await alternatingRounds<Side>(['off', 'on'], ROUNDS, async (side, warmUp) => {
-      const pid = servers[side]!.child.pid!
-      const [server, postgres] = [treeCpu(pid), postgresCpu()]
-      const result = await maxThroughput(servers[side]!.url, specs[side], warmUp ? 2 : SECONDS, CONNECTIONS)
-      if ((result.statuses['200'] ?? 0) !== result.answered) throw new Error(`${side}: ${JSON.stringify(result.statuses)}`)
-      if (!warmUp) {
-        cpu[side].server += treeCpu(pid) - server
-        cpu[side].postgres += postgresCpu() - postgres
+    let sinceScrape = 0
+    for (let round = -1; round < ROUNDS; round++) {
+      // Round -1 warms both up; backends opened since the last round are pinned before the next.
+      const pids = { off: await backends('off'), on: await backends('on') }
+      if (canPin) for (const side of ['off', 'on'] as const) pinTo([...processTree(servers[side]!.child.pid!), ...pids[side]], 1)
+      const before = { off: [treeCpu(servers.off!.child.pid!), pidsCpu(pids.off)], on: [treeCpu(servers.on!.child.pid!), pidsCpu(pids.on)] }
+      const results = await Promise.all((['off', 'on'] as const).map((side) => maxThroughput(servers[side]!.url, specs[side], round < 0 ? 2 : SECONDS, CONNECTIONS)))
+      sinceScrape += SECONDS
+      if (sinceScrape >= 15 && PARTS !== 'tracing' && PARTS !== 'none') {
+        sinceScrape = 0
+        await scrape()
+      }
+      for (const [i, side] of (['off', 'on'] as const).entries()) {
+        const result = results[i]!
+        if ((result.statuses['200'] ?? 0) !== result.answered) throw new Error(`${side}: ${JSON.stringify(result.statuses)}`)
+        if (round < 0) continue
+        cpu[side].server += treeCpu(servers[side]!.child.pid!) - before[side][0]!
+        cpu[side].postgres += pidsCpu(pids[side]) - before[side][1]!
         cpu[side].n += result.answered
       }
-      if (side === 'on') await scrape()
-      return result
-    })
-    const off = samples.get('off')!
-    const on = samples.get('on')!
-    const ratios = on.map((sample, round) => sample.rps / off[round]!.rps)
-    const ratio = median(ratios)
+    }
+    if (PARTS !== 'tracing' && PARTS !== 'none') await scrape()
     const name = database === 'postgres' ? 'PostgreSQL' : 'PGlite (data directory)'
     const perRequest = (side: Side) => (cpu[side].server + cpu[side].postgres) / cpu[side].n
     const cpuRatio = perRequest('off') / perRequest('on')
-    const µs = (side: Side) => `${(cpu[side].server / cpu[side].n).toFixed(0)} + ${(cpu[side].postgres / cpu[side].n).toFixed(0)} µs`
+    const ratio = cpu.on.n / cpu.off.n
+    const µs = (side: Side) => `${(cpu[side].server / cpu[side].n).toFixed(0)}${database === 'postgres' ? ` + ${(cpu[side].postgres / cpu[side].n).toFixed(0)}` : ''} µs`
     rows.push(
-      `| POST /decisions over HTTP with metrics and tracing on ÷ both off, ${name}: CPU per request, off ÷ on | ≥ 0.95 | **${cpuRatio.toFixed(2)} ${cpuRatio >= 0.95 ? '✓' : '✗'}** (server + PostgreSQL CPU per request: on ${µs('on')}, off ${µs('off')}) |`,
-      `| the same, req/s on ÷ off (median of rounds) | ≥ 0.95 | ${ratio.toFixed(2)} (req/s on/off per round: ${on.map((sample, round) => `${sample.rps.toFixed(0)}/${off[round]!.rps.toFixed(0)}`).join(', ')}) |`,
+      `| POST /decisions over HTTP with metrics and tracing on, ${name}: CPU per request, off ÷ on${database === 'postgres' ? ' (server + its PostgreSQL backends)' : ''} | ≥ 0.95 | **${cpuRatio.toFixed(2)} ${cpuRatio >= 0.95 ? '✓' : '✗'}** (on ${µs('on')}, off ${µs('off')}) |`,
+      `| the same, requests served on ÷ off (sharing the core) | ≥ 0.95 | ${ratio.toFixed(2)} (${(cpu.on.n / ROUNDS / SECONDS).toFixed(0)} / ${(cpu.off.n / ROUNDS / SECONDS).toFixed(0)} req/s) |`,
     )
   } finally {
     for (const server of Object.values(servers)) await server?.stop()
@@ -105,9 +135,8 @@ for (const database of DATABASES) {
   }
 }
 console.log(
-  `${CONNECTIONS} keep-alive connections per server (autocannon), ${SECONDS} s windows, ${ROUNDS} alternating rounds; the two servers run side by side. Every request carries a traceparent; ${(exported / 2 ** 20).toFixed(1)} MiB of spans reached the receiver.\n`,
+  `${CONNECTIONS} keep-alive connections per server (autocannon), ${SECONDS} s rounds, ${ROUNDS} rounds; both servers loaded at once${canPin ? ', sharing one core' : ' (taskset missing: not pinned)'}. Every request carries a sampled traceparent; ${(exported / 2 ** 20).toFixed(1)} MiB of spans reached the receiver.\n`,
 )
 console.log('| goal | target | reached |\n|---|---|---|')
 for (const row of rows) console.log(row)
-await new Promise<void>((resolve) => receiver.close(() => resolve()))
-receiver.closeAllConnections()
+receiver.kill()
