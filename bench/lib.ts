@@ -372,3 +372,29 @@ export async function seedWorld(databaseUrl: string, policies = 10): Promise<Ben
     await handle.close()
   }
 }
+
+/** An OTLP collector stand-in: a process of its own that takes each export and counts its bytes. */
+export interface Receiver {
+  /** Its base URL, for OTEL_EXPORTER_OTLP_ENDPOINT. */
+  readonly endpoint: string
+  readonly pid: number
+  /** Bytes received so far. */
+  exported(): number
+  stop(): void
+}
+
+const RECEIVER = `let n = 0
+const server = require('node:http').createServer((request, response) => {
+  request.on('data', (chunk) => (n += chunk.length))
+  request.on('end', () => { process.stdout.write(n + '\\n'); response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end() })
+})
+server.listen(0, '127.0.0.1', () => console.log(server.address().port))`
+
+/** Starts a Receiver: out of the bench's own process, as a local agent would be, so it never waits on the load generator. */
+export async function startReceiver(): Promise<Receiver> {
+  const child = spawn(process.execPath, ['-e', RECEIVER], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let exported = 0
+  const port = await new Promise<string>((resolve) => child.stdout!.once('data', (data: Buffer) => resolve(data.toString().trim())))
+  child.stdout!.on('data', (data: Buffer) => (exported = Number(data.toString().trim().split('\n').pop())))
+  return { endpoint: `http://127.0.0.1:${port}`, pid: child.pid!, exported: () => exported, stop: () => void child.kill() }
+}

@@ -1,20 +1,19 @@
 // Metrics and tracing as a client sees them (docs/observability.md): POST /decisions over HTTP to
 // two Steward servers started as users start them (./steward start), one with METRICS_TOKEN and
-// OTEL_EXPORTER_OTLP_ENDPOINT set (spans exported to a receiver in this process, /metrics scraped
+// OTEL_EXPORTER_OTLP_ENDPOINT set (spans exported to a receiver process of its own, /metrics scraped
 // every 15 s), one with neither, each on its own database (PGlite data directory, or a scratch
 // PostgreSQL database) seeded alike. Every request carries a sampled traceparent (one caller's
 // trace per server). Both servers are loaded at the same time and share one core (with their
 // PostgreSQL backends), so whatever slows that core slows both; the load generator and the
 // receiver keep to the other core. Goal: CPU per request, off ÷ on, ≥ 0.95.
 //   node --import tsx bench/observability-http.ts [--databases pglite,postgres] [--seconds 3] [--rounds 8] [--connections 10]
-import { spawn } from 'node:child_process'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import os from 'node:os'
 import pg from 'pg'
 import { parseScriptArgs } from '../cli/command.ts'
 import { decisionBody, seedDecisionWorld } from './decision-world.ts'
-import { createScratchDatabase, findPostgres, NO_RATE_LIMITS, processTree, startServer, type ServerProcess } from './lib.ts'
+import { createScratchDatabase, findPostgres, NO_RATE_LIMITS, processTree, startReceiver, startServer, type ServerProcess } from './lib.ts'
 import { maxThroughput, type RequestSpec } from './load.ts'
 import { canPin, pidsCpu, pinTo, treeCpu } from './cpu.ts'
 
@@ -27,19 +26,8 @@ const DATABASES = (options.databases ?? 'pglite,postgres').split(',')
 const PARTS = process.env.PARTS ?? 'both'
 const TOKEN = 'bench-metrics-token-0123456789abcdef'
 
-// The collector: a process of its own that takes each export and counts its bytes, as a local
-// agent would (inside this process it would wait on the load generator).
-const RECEIVER = `let n = 0
-const server = require('node:http').createServer((request, response) => {
-  request.on('data', (chunk) => (n += chunk.length))
-  request.on('end', () => { process.stdout.write(n + '\\n'); response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end() })
-})
-server.listen(0, '127.0.0.1', () => console.log(server.address().port))`
-const receiver = spawn(process.execPath, ['-e', RECEIVER], { stdio: ['ignore', 'pipe', 'inherit'] })
-let exported = 0
-const port = await new Promise<string>((resolve) => receiver.stdout!.once('data', (data: Buffer) => resolve(data.toString().trim())))
-receiver.stdout!.on('data', (data: Buffer) => (exported = Number(data.toString().trim().split('\n').pop())))
-const endpoint = `http://127.0.0.1:${port}`
+const receiver = await startReceiver()
+const endpoint = receiver.endpoint
 const adminUrl = DATABASES.includes('postgres') ? await findPostgres() : null
 
 type Side = 'off' | 'on'
@@ -96,7 +84,7 @@ for (const database of DATABASES) {
         await admin.end()
       }
     }
-    if (canPin) pinTo([process.pid, receiver.pid!], 0)
+    if (canPin) pinTo([process.pid, receiver.pid], 0)
     const cpu = { off: { server: 0, postgres: 0, n: 0 }, on: { server: 0, postgres: 0, n: 0 } }
     let sinceScrape = 0
     for (let round = -1; round < ROUNDS; round++) {
@@ -135,8 +123,8 @@ for (const database of DATABASES) {
   }
 }
 console.log(
-  `${CONNECTIONS} keep-alive connections per server (autocannon), ${SECONDS} s rounds, ${ROUNDS} rounds; both servers loaded at once${canPin ? ', sharing one core' : ' (taskset missing: not pinned)'}. Every request carries a sampled traceparent; ${(exported / 2 ** 20).toFixed(1)} MiB of spans reached the receiver.\n`,
+  `${CONNECTIONS} keep-alive connections per server (autocannon), ${SECONDS} s rounds, ${ROUNDS} rounds; both servers loaded at once${canPin ? ', sharing one core' : ' (taskset missing: not pinned)'}. Every request carries a sampled traceparent; ${(receiver.exported() / 2 ** 20).toFixed(1)} MiB of spans reached the receiver.\n`,
 )
 console.log('| goal | target | reached |\n|---|---|---|')
 for (const row of rows) console.log(row)
-receiver.kill()
+receiver.stop()
