@@ -118,6 +118,9 @@ function idSource(): (bytes: number) => string {
   }
 }
 
+/** The W3C traceparent (version 00) naming a span. */
+const traceparent = (traceId: string, spanId: string, sampled: boolean): string => `00-${traceId}-${spanId}-0${sampled ? 1 : 0}`
+
 /** Now, in Unix epoch milliseconds with a fraction: a monotonic clock anchored once. */
 const epochMs = (): number => performance.timeOrigin + performance.now()
 
@@ -208,25 +211,23 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
     else if (timer === null) timer = setTimeout(cut, DELAY_MS).unref()
   }
   /** A new span under `parent` (if any): its ids and whether it is sampled. */
-  const begin = (parent: Parent | null) => {
-    const traceId = parent?.traceId ?? newId(16)
-    return { traceId, spanId: newId(8), sampled: parent !== null && parentBased ? parent.sampled : sampledRoot(traceId) }
-  }
-  const traceparentOf = (span: { traceId: string; spanId: string; sampled: boolean }) => `00-${span.traceId}-${span.spanId}-0${span.sampled ? 1 : 0}`
+  /** Whether a new span under `parent` (or a new trace `traceId`) is sampled. */
+  const sampled = (parent: Parent | null, traceId: string) => (parent !== null && parentBased ? parent.sampled : sampledRoot(traceId))
 
   return {
     request(request, at) {
       const parent = parseTraceparent(request.headers.get('traceparent'))
       const traceId = parent?.traceId ?? newId(16)
-      return new ServerSpan(finish, traceId, newId(8), parent, parent !== null && parentBased ? parent.sampled : sampledRoot(traceId), at)
+      return new ServerSpan(finish, traceId, newId(8), parent, sampled(parent, traceId), at)
     },
     async outgoing(name, attributes, work, parentHeader) {
       const startMs = epochMs()
       const parent = parseTraceparent(parentHeader)
-      const span = begin(parent)
+      const traceId = parent?.traceId ?? newId(16)
+      const span = { traceId, spanId: newId(8), sampled: sampled(parent, traceId) }
       let failed = false
       try {
-        return await work({ traceparent: traceparentOf(span) })
+        return await work({ traceparent: traceparent(span.traceId, span.spanId, span.sampled) })
       } catch (error) {
         failed = true
         throw error
@@ -283,7 +284,7 @@ class ServerSpan implements RequestSpan, EndedSpan {
   }
 
   traceparent(): string {
-    return `00-${this.traceId}-${this.spanId}-0${this.sampled ? 1 : 0}`
+    return traceparent(this.traceId, this.spanId, this.sampled)
   }
 
   end(method: string, route: string | null, status: number, at: number): void {
