@@ -113,7 +113,7 @@ function keyValues(list: (bigint | Buffer)[] = []): { key: string; value: AnyVal
 }
 
 /** ExportTraceServiceRequest → the shape of its JSON encoding (ids in hex, as JSON has them). */
-function decodeRequest(bytes: Buffer) {
+export function decodeRequest(bytes: Buffer) {
   return {
     resourceSpans: (fields(bytes).get(1) ?? []).map((item) => {
       const resourceSpans = fields(item as Buffer)
@@ -133,6 +133,8 @@ function decodeRequest(bytes: Buffer) {
               startTimeUnixNano: bytesOf(span, 7)?.readBigUInt64LE(0).toString(),
               endTimeUnixNano: bytesOf(span, 8)?.readBigUInt64LE(0).toString(),
               attributes: keyValues(span.get(9)),
+              status: { code: Number(fields(bytesOf(span, 15) ?? Buffer.alloc(0)).get(3)?.[0] ?? 0n) },
+              flags: bytesOf(span, 16)?.readUInt32LE(0) ?? 0,
             }
           }),
         })),
