@@ -85,7 +85,7 @@ export function createHandler(config: Config, given: HandlerDeps): Steward {
   let started = false
   let jobs: Jobs | null = null
   return {
-    fetch: telemetry ? telemetry.wrap(combined.fetch) : combined.fetch,
+    fetch: telemetry ? telemetry.gate(combined.fetch) : combined.fetch,
     refuse: combined.refuse,
     counters: combined.counters,
     leads: createFetch([leads], { config, deps, fallback: leads }),

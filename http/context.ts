@@ -23,6 +23,16 @@ export interface PipelineDeps {
   /** Milliseconds since the epoch; tests pass a fake. */
   readonly clock: () => number
   readonly logger: Logger
+  /** Told of every answer when metrics or traces are on (services/telemetry.ts). */
+  readonly telemetry?: AnswerObserver
+}
+
+export interface AnswerObserver {
+  /**
+   * An answer is about to be sent: `status` and `headers` are its own, `startedAt` the
+   * performance.now() reading taken when the request came.
+   */
+  answered(request: Request, requestId: string, status: number, headers: Readonly<Record<string, string>>, startedAt: number): void
 }
 
 export interface RequestContext<C extends PipelineConfig = PipelineConfig, D extends PipelineDeps = PipelineDeps> {

@@ -1,8 +1,8 @@
 // The request pipeline: `createFetch` turns any set of surfaces (surface.ts) into one fetch
 // handler. Step by step (docs/architecture.md): build the context, route (router.ts), run the
 // route's lifecycle check and handler, turn a thrown error into the surface's error body, add
-// lifecycle and surface headers, then the headers every answer carries (security.ts), log, and
-// build the one Response.
+// lifecycle and surface headers, then the headers every answer carries (security.ts), log, tell
+// the telemetry (metrics and traces), and build the one Response.
 import { buildContext, type ConnectionInfo, type PipelineConfig, type PipelineDeps, type RequestContext } from './context.ts'
 import { errorReply } from './error-reply.ts'
 import { BAD_TARGET, CLIENT_CLOSED, connectNotSupported, HttpError } from './errors.ts'
@@ -50,6 +50,8 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
   const { config, deps, fallback } = options
   const routing = createRouting(surfaces, fallback, config)
   const accessLog = config.logLevel === 'debug' || config.logLevel === 'info'
+  const observer = deps.telemetry ?? null
+  const timed = accessLog || observer !== null
   const counters: HandlerCounters = { clientAborts: 0 }
   const parseable = parseableUrls()
 
@@ -71,6 +73,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
         ms: Math.round((performance.now() - started) * 10) / 10,
       })
     }
+    observer?.answered(request, ctx.requestId, reply.status, reply.headers, started)
     // The one place a Response is built, from a plain headers record nothing reads back.
     return new Response(request.method === 'HEAD' ? null : (reply.stream ?? reply.body), { status: reply.status, headers: reply.headers })
   }
@@ -103,7 +106,7 @@ export function createFetch<C extends PipelineConfig, D extends PipelineDeps>(su
       return out
     },
     fetch(request: Request, conn?: ConnectionInfo): Response | Promise<Response> {
-      const started = accessLog ? performance.now() : 0
+      const started = timed ? performance.now() : 0
       const ctx = buildContext(request, config, deps, conn)
       // Runtimes that pass CONNECT on (Bun) would route it to "/" and answer 404.
       if (request.method === 'CONNECT') return respond(failed(request, connectNotSupported(), ctx), request, ctx, started)

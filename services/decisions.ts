@@ -69,7 +69,15 @@ export interface DecisionServiceDeps {
   readonly writer: DecisionWriter
   /** The decision contexts this process keeps; a cache of its own when absent. */
   readonly contexts?: DecisionContextCache
+  /**
+   * Told of each decision made and logged (not replays), with the seconds it took: metrics and
+   * traces (services/telemetry-observe.ts). Called here rather than by a wrapper around decide:
+   * one more async layer per decision cost more than the counting.
+   */
+  readonly onDecided?: DecidedHook
 }
+
+export type DecidedHook = (answer: DecisionAnswer, principal: DecisionPrincipal, input: DecisionInput, requestId: string | null, seconds: number) => void
 
 /** What decideAndLog answers when its cached context turned out stale (nothing was written). */
 const STALE: unique symbol = Symbol('stale context')
@@ -85,18 +93,23 @@ export function createDecisionService(deps: DecisionServiceDeps): DecisionServic
   // One in-flight answer per idempotency key in this process; others in other processes meet in the database.
   const inflight = new Map<string, Promise<{ sha: string; answer: DecisionAnswer }>>()
 
+  const onDecided = deps.onDecided ?? null
+
   async function evaluateAndLog(principal: DecisionPrincipal, input: DecisionInput, requestSha: string | null, call: Required<DecisionCall>): Promise<DecisionAnswer> {
+    const started = onDecided !== null ? performance.now() : 0
     // Requests with an idempotency key or an approval write in a transaction with more than the
     // decision: they always read afresh, and their contexts are not kept.
     const cacheable = input.idempotency_key === null && input.approval_id === null
     const cached = cacheable ? agents.cached(principal, input.agent) : null
-    if (cached) {
-      const answer = await decideAndLog(principal, input, requestSha, cached, true, call)
-      if (answer !== STALE) return answer
+    let answer: DecisionAnswer | typeof STALE = STALE
+    if (cached) answer = await decideAndLog(principal, input, requestSha, cached, true, call)
+    if (answer === STALE) {
+      const fresh = await agents.read(principal, input.agent)
+      if (cacheable) agents.remember(principal, fresh)
+      answer = (await decideAndLog(principal, input, requestSha, fresh, false, call)) as DecisionAnswer
     }
-    const fresh = await agents.read(principal, input.agent)
-    if (cacheable) agents.remember(principal, fresh)
-    return (await decideAndLog(principal, input, requestSha, fresh, false, call)) as DecisionAnswer
+    onDecided?.(answer, principal, input, call.requestId, (performance.now() - started) / 1000)
+    return answer
   }
 
   /**

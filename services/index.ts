@@ -14,7 +14,7 @@ import { createMcpServerService, type McpServerService } from './mcp-servers.ts'
 import { createSecrets, type Secrets } from './secrets.ts'
 import { createPolicySetCache, type PolicySetCache } from './policyset-cache.ts'
 import { createRateLimiter, type RateLimiter } from './ratelimit.ts'
-import { observedApprovals, observedDecisions } from './telemetry-observe.ts'
+import { decisionObserver, observedApprovals } from './telemetry-observe.ts'
 
 /** A limiter whose name its answers' RateLimit headers carry. */
 export type NamedLimiter = RateLimiter & { readonly name: string }
@@ -47,7 +47,7 @@ export function createServices(config: Config, deps: Deps): Services {
   const sets = createPolicySetCache(deps.db)
   const writer = createDecisionWriter(deps.db, deps.clock)
   const approvals = observedApprovals(createApprovalHub(config, deps), deps.telemetry)
-  const decisions = observedDecisions(createDecisionService({ db: deps.db, clock: deps.clock, logger: deps.logger, config, sets, writer }), deps.telemetry)
+  const decisions = createDecisionService({ db: deps.db, clock: deps.clock, logger: deps.logger, config, sets, writer, onDecided: decisionObserver(deps.telemetry) })
   const secrets = createSecrets(config)
   const listenUrl = deps.listenUrl !== undefined ? deps.listenUrl : isPostgresUrl(config.databaseUrl) ? config.databaseUrl : null
   const mcpServers = createMcpServerService({ db: deps.db, logger: deps.logger, clock: deps.clock, config, secrets, listenUrl })

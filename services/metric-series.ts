@@ -32,26 +32,32 @@ abstract class Family<S> implements Exposed {
     readonly name: string,
     readonly help: string,
     private readonly labelNames: readonly string[],
-  ) {}
+  ) {
+    if (labelNames.length < 1 || labelNames.length > 3) throw new Error(`${name}: a series family takes one to three labels`)
+  }
 
   protected abstract make(): S
   protected abstract samples(labels: Record<string, string>, series: S, into: Sample[]): void
 
-  /** The series of these label values, in `labelNames` order (made on first use); a label takes strings or numbers, not both. */
-  of(...values: (string | number)[]): S {
+  /**
+   * The series of these label values, in `labelNames` order (made on first use); a label takes
+   * strings or numbers, not both. Up to three labels, as separate arguments: a rest parameter
+   * would allocate an array on every observation.
+   */
+  of(a: string | number, b?: string | number, c?: string | number): S {
+    const labels = this.labelNames.length
+    // One Map per label but the last, whose Map holds the series.
     let level = this.index
-    const last = values.length - 1
-    for (let i = 0; i < last; i++) {
-      let next = level.get(values[i]!) as Map<string | number, unknown> | undefined
-      if (next === undefined) level.set(values[i]!, (next = new Map()))
-      level = next
-    }
-    let found = level.get(values[last]!) as S | undefined
+    if (labels > 1) level = step(level, a)
+    if (labels > 2) level = step(level, b!)
+    const last = labels === 1 ? a : labels === 2 ? b! : c!
+    let found = level.get(last) as S | undefined
     if (found === undefined) {
-      const labels: Record<string, string> = {}
-      this.labelNames.forEach((name, i) => (labels[name] = String(values[i] ?? '')))
-      level.set(values[last]!, (found = this.make()))
-      this.series.push({ labels, series: found })
+      const values = [a, b, c]
+      const named: Record<string, string> = {}
+      this.labelNames.forEach((name, i) => (named[name] = String(values[i] ?? '')))
+      level.set(last, (found = this.make()))
+      this.series.push({ labels: named, series: found })
     }
     return found
   }
@@ -61,6 +67,13 @@ abstract class Family<S> implements Exposed {
     for (const { labels, series } of this.series) this.samples(labels, series, values)
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
   }
+}
+
+/** The Map under `level` for `value`, made on first use. */
+function step(level: Map<string | number, unknown>, value: string | number): Map<string | number, unknown> {
+  let next = level.get(value) as Map<string | number, unknown> | undefined
+  if (next === undefined) level.set(value, (next = new Map()))
+  return next
 }
 
 export class CounterSeries {

@@ -1,22 +1,14 @@
-// The services as telemetry sees them: the decision service and the approval hub wrapped so that
-// each decision and each closed approval is counted (services/telemetry.ts) without a line in
-// their own code. Without telemetry the services are returned as they are.
+// The services as telemetry sees them: each decision made (through the decision service's hook)
+// and each closed approval (the approval hub wrapped) is counted (services/telemetry.ts). Without
+// telemetry there is no hook and the hub is returned as it is.
 import type { ApprovalHub } from './approvals.ts'
-import type { DecisionService } from './decisions.ts'
+import type { DecidedHook } from './decisions.ts'
 import type { Telemetry } from './telemetry.ts'
 
-/** Times every decision made (not simulations, not idempotent replays) and counts its outcome. */
-export function observedDecisions(service: DecisionService, telemetry: Telemetry | undefined): DecisionService {
-  if (!telemetry) return service
-  return {
-    ...service,
-    async decide(principal, input, call) {
-      const started = performance.now()
-      const result = await service.decide(principal, input, call)
-      if (!result.replayed) telemetry.decided(result.answer, input.agent ?? null, input.action, (performance.now() - started) / 1000, call?.requestId ?? null, principal.agentId)
-      return result
-    },
-  }
+/** Counts each decision made (not simulations, not idempotent replays) with the time it took. */
+export function decisionObserver(telemetry: Telemetry | undefined): DecidedHook | undefined {
+  if (!telemetry) return undefined
+  return (answer, principal, input, requestId, seconds) => telemetry.decided(answer, input.agent ?? null, input.action, seconds, requestId, principal.agentId)
 }
 
 /** Observes how long an approval waited when a vote decides it or it is cancelled. */

@@ -6,14 +6,14 @@
 import type { Kysely } from 'kysely'
 import type { Config } from '../config.ts'
 import type { Database } from '../database/schema.ts'
-import { requestIdOf, type ConnectionInfo } from '../http/context.ts'
+import type { AnswerObserver, ConnectionInfo } from '../http/context.ts'
 import type { Logger } from '../log.ts'
 import { loadMetrics, type Metrics, type PoolStats } from './metrics.ts'
-import { loadTracing, type RequestSpan, type SpanDecision, type Tracing } from './tracing.ts'
+import { loadTracing, type SpanDecision, type Tracing } from './tracing.ts'
 
 export type { PoolStats } from './metrics.ts'
 
-export interface Telemetry {
+export interface Telemetry extends AnswerObserver {
   /** Metrics are served (METRICS_TOKEN is set). */
   readonly metricsOn: boolean
   /**
@@ -30,8 +30,11 @@ export interface Telemetry {
   outgoing<T>(name: string, attributes: Readonly<Record<string, string>>, work: (headers: Readonly<Record<string, string>>) => Promise<T>, parent?: string | null): Promise<T>
   /** The traceparent of the span of `request` while it is served (tracing on), else null. */
   traceparentOf(request: Request): string | null
-  /** Wraps the handler's fetch: a span and the request metric per request. */
-  wrap(fetch: Fetch): Fetch
+  /**
+   * The handler's fetch, holding the requests that come before the packages are loaded until
+   * they are: each request is then observed whole, its trace continued into work done for it.
+   */
+  gate(fetch: Fetch): Fetch
   /** The /metrics answer; null when metrics are off. */
   scrape(): Promise<{ contentType: string; text: string } | null>
   /** Sends the spans that wait (tests, shutdown). */
@@ -39,14 +42,14 @@ export interface Telemetry {
   close(): Promise<void>
 }
 
-type Fetch = (request: Request, conn?: ConnectionInfo) => Response | Promise<Response>
-
 export interface TelemetryDeps {
   readonly db: Kysely<Database>
   readonly clock: () => number
   readonly logger: Logger
   readonly pool?: PoolStats | null
 }
+
+type Fetch = (request: Request, conn?: ConnectionInfo) => Response | Promise<Response>
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 
@@ -58,9 +61,10 @@ function ruleOf(reasons: readonly object[]): string {
 }
 
 /** The limiter named by a 429's RateLimit-Policy header (`"api";q=…`). */
-function limiterOf(response: Response): string {
-  const policy = response.headers.get('ratelimit-policy')
-  return /^"([\w.-]{1,40})"/.exec(policy ?? '')?.[1] ?? 'other'
+function limiterOf(headers: Readonly<Record<string, string>>): string {
+  let policy = ''
+  for (const name in headers) if (name.toLowerCase() === 'ratelimit-policy') policy = headers[name]!
+  return /^"([\w.-]{1,40})"/.exec(policy)?.[1] ?? 'other'
 }
 
 /** The telemetry the configuration asks for, or null when it asks for none. */
@@ -75,7 +79,7 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
     return null
   }
   const exportFailed = (error: unknown) => deps.logger.log('warn', 'trace export failed', { code: (error as { code?: string }).code ?? null, message: String((error as Error)?.message ?? error).slice(0, 200) })
-  // Loaded once, at construction; requests that come before it is done wait for it.
+  // Loaded once, at construction; answers that come before it is done are observed once it is.
   const ready = Promise.all([
     metricsOn ? loadMetrics({ ...deps, onScrapeError: (error) => deps.logger.log('warn', 'metrics scrape read failed', { code: (error as { code?: string }).code ?? null }) }).catch(fail('metrics (prom-client)')) : null,
     tracingOn ? loadTracing({ endpoint: config.otelEndpoint!, serviceName: config.otelServiceName, sampler: config.otelSampler, samplerRatio: config.otelSamplerRatio, onExportError: exportFailed }).catch(fail('tracing')) : null,
@@ -88,10 +92,16 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
   // A decision's span attributes, by request id, until its request's span ends: the decision
   // service knows the request id, not the span. Bounded: a flood of ids empties it.
   const decisions = new Map<string, SpanDecision>()
-  // The span of each request being served, kept on the request, so that work done for it (an MCP
-  // upstream call) continues its trace.
-  const SPAN = Symbol('steward.span')
-  type Spanned = Request & { [SPAN]?: RequestSpan }
+  /** An answer's request metric and span. */
+  const observe = (request: Request, requestId: string, status: number, headers: Readonly<Record<string, string>>, startedAt: number, endedAt: number) => {
+    // The route template itty-router matched (never the raw path); none: no route matched.
+    const route = (request as { route?: string }).route ?? null
+    metrics?.request(request.method, route ?? 'unmatched', status, (endedAt - startedAt) / 1000, status === 429 ? limiterOf(headers) : null)
+    if (tracing === null) return
+    const decision = decisions.get(requestId) ?? null
+    if (decision !== null) decisions.delete(requestId)
+    ;(tracing as Tracing).served(request, startedAt, endedAt, route, status, decision)
+  }
 
   return {
     metricsOn,
@@ -111,34 +121,16 @@ export function createTelemetry(config: Pick<Config, 'metricsToken' | 'otelEndpo
       return tracing ? (tracing as Tracing).outgoing(name, attributes, work, parent) : work(NO_HEADERS)
     },
     traceparentOf(request) {
-      return (request as Spanned)[SPAN]?.traceparent() ?? null
+      return tracing ? (tracing as Tracing).traceparentOf(request) : null
     },
-    wrap(fetch) {
-      const observed: Fetch = (request, conn) => {
-        const started = performance.now()
-        const span = tracing?.request(request, started) ?? null
-        if (span) (request as Spanned)[SPAN] = span
-        const settle = (response: Response): Response => {
-          // The route template itty-router matched (never the raw path); none: no route matched.
-          const route = (request as { route?: string }).route ?? null
-          const ended = performance.now()
-          metrics?.request(request.method, route ?? 'unmatched', response.status, (ended - started) / 1000, response.status === 429 ? limiterOf(response) : null)
-          if (span) {
-            // Not response.headers: reading them costs the Node adapter a Headers object per answer.
-            const id = requestIdOf(request)
-            const decision = id === null ? undefined : decisions.get(id)
-            if (decision !== undefined) {
-              decisions.delete(id!)
-              span.setDecision(decision)
-            }
-            span.end(request.method, route, response.status, ended)
-          }
-          return response
-        }
-        const answer = fetch(request, conn)
-        return answer instanceof Response ? settle(answer) : answer.then(settle)
-      }
-      return (request, conn) => (loaded ? observed(request, conn) : ready.then(() => observed(request, conn)))
+    answered(request, requestId, status, headers, startedAt) {
+      const endedAt = performance.now()
+      if (loaded) observe(request, requestId, status, headers, startedAt, endedAt)
+      // Only a handler's other doors (not gated) answer before the packages are loaded.
+      else void ready.then(() => observe(request, requestId, status, headers, startedAt, endedAt))
+    },
+    gate(fetch) {
+      return (request, conn) => (loaded ? fetch(request, conn) : ready.then(() => fetch(request, conn)))
     },
     async scrape() {
       await ready

@@ -4,14 +4,19 @@
 // request to an MCP upstream. There is no ambient context (no AsyncLocalStorage:
 // docs/architecture.md): what a span needs travels as arguments.
 //
-// Spans are encoded as they end (services/otlp.ts) and leave in batches as OTLP/HTTP protobuf,
-// one request at a time, retried on the codes the OTLP specification names as transient. Not the
-// OpenTelemetry SDK: with no context to manage, its Tracer and exporter only added objects per span,
-// and their garbage was most of what tracing cost.
+// A served request's span is kept as a few fields until its batch leaves; the batch is encoded
+// then, in one loop (services/otlp.ts), and sent as OTLP/HTTP protobuf, one request at a time,
+// retried on the codes the OTLP specification names as transient. Not the OpenTelemetry SDK:
+// with no context to manage, its Tracer and exporter only added objects per span, and their
+// garbage was most of what tracing cost.
 import { randomFillSync } from 'node:crypto'
 import http from 'node:http'
 import https from 'node:https'
-import type { EndedSpan } from './otlp.ts'
+import type { SpanDecision, SpanIds } from './otlp.ts'
+import { parseTraceparent, traceFlags, type Parent } from './traceparent.ts'
+
+export type { SpanDecision } from './otlp.ts'
+export { parseTraceparent, traceFlags } from './traceparent.ts'
 
 export interface TracingSettings {
   /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL; spans go to <it>/v1/traces. */
@@ -24,32 +29,18 @@ export interface TracingSettings {
   readonly onExportError: (error: Error) => void
 }
 
-/** What a decision adds to its request's span (steward.decision.outcome, steward.agent, …). */
-export interface SpanDecision {
-  readonly outcome: string
-  /** The handle the request named, if any. */
-  readonly agent: string | null
-  /** The agent of an agent key (which names no handle), if any. */
-  readonly agentId: string | null
-  readonly action: string
-}
-
-/** A request's span, while the request runs. */
-export interface RequestSpan {
-  /** The decision made for the request: its outcome, agent and action become attributes. */
-  setDecision(decision: SpanDecision): void
-  /** Ends the span with what the answer was; `at`: performance.now() when it was sent. */
-  end(method: string, route: string | null, status: number, at: number): void
-  /** The W3C traceparent naming this span: what work done for the request continues. */
-  traceparent(): string
-}
-
 export interface Tracing {
   /**
-   * Starts the span of an incoming request (continuing its `traceparent`, if valid); `at`:
-   * performance.now() when it came (the caller's clock reading, not a second one).
+   * The span of a request that was served (continuing its `traceparent`, if valid), with what
+   * the answer was; `startAt` and `endAt`: performance.now() when it came and when it was answered
+   * (the caller's clock readings, not more of them). `decision`: the decision made for it.
    */
-  request(request: Request, at: number): RequestSpan
+  served(request: Request, startAt: number, endAt: number, route: string | null, status: number, decision: SpanDecision | null): void
+  /**
+   * The W3C traceparent naming the span of `request`, while it is served: what work done for it
+   * (a call to an MCP upstream) continues. Its span gets its ids now, not when it ends.
+   */
+  traceparentOf(request: Request): string
   /**
    * Runs `work` (an outgoing request) under a client span, a child of `parent` (a traceparent)
    * when given, else the root of a new trace; `work` sends the headers it is given.
@@ -61,19 +52,16 @@ export interface Tracing {
   close(): Promise<void>
 }
 
-/** A parsed W3C traceparent. */
-interface Parent {
-  readonly traceId: string
-  readonly spanId: string
-  readonly sampled: boolean
-}
 
 // OTLP's SpanKind and StatusCode.
-const SERVER = 2
 const CLIENT = 3
 const ERROR = 2
-/** A batch leaves when it holds this many spans, or `DELAY_MS` after its first span. */
-const BATCH = 512
+/**
+ * A batch leaves when it holds this many spans, or `DELAY_MS` after its first span. Four times
+ * the SDK's 512: a send costs about the same whatever its size (node:http's work, done too
+ * rarely to be compiled hot), and it was a per-request cost worth cutting at full load.
+ */
+const BATCH = 2048
 const DELAY_MS = 1000
 /** Spans waiting (encoded) beyond this, while the collector is slow or down, are dropped. */
 const MAX_WAITING = 8192
@@ -81,25 +69,6 @@ const TIMEOUT_MS = 10_000
 /** OTLP/HTTP: these answers mean "try again later"; anything else non-2xx drops the batch. */
 const RETRYABLE = new Set([429, 502, 503, 504])
 const RETRY_DELAYS_MS = [1000, 4000]
-
-const NO_ATTRIBUTES: readonly (string | number)[] = []
-/** Version, trace id, parent id and flags, then the end or (a later version's) more after a dash. */
-const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(?:$|-)/
-const ZEROS = '0000000000000000'
-
-/**
- * W3C Trace Context: `version-traceid-parentid-flags`, lower-case hex; version ff is invalid,
- * version 00 has exactly these four fields, and neither id may be all zeros. It runs on every
- * request: one test of the whole, then slices, and no capture groups.
- */
-export function parseTraceparent(header: string | null | undefined): Parent | null {
-  if (!header) return null
-  const value = header.trim()
-  if (!TRACEPARENT.test(value) || value.startsWith('ff')) return null
-  if (value.length > 55 && (value.startsWith('00') || /[\r\n]/.test(value))) return null
-  if ((value.startsWith(ZEROS, 3) && value.startsWith(ZEROS, 19)) || value.startsWith(ZEROS, 36)) return null
-  return { traceId: value.slice(3, 35), spanId: value.slice(36, 52), sampled: (parseInt(value[54]!, 16) & 1) === 1 }
-}
 
 /** Random ids in hex, from a pool of random bytes refilled when used up. */
 function idSource(): (bytes: number) => string {
@@ -118,13 +87,31 @@ function idSource(): (bytes: number) => string {
   }
 }
 
+/** Whether a traceparent's flags (its 55th character) have the sampled bit, if it is valid. */
+function readsSampled(header: string): boolean {
+  const code = header.charCodeAt(54)
+  return (((code <= 0x39 ? code - 0x30 : code - 0x57) & 1) === 1)
+}
+
 /** The W3C traceparent (version 00) naming a span. */
 const traceparent = (traceId: string, spanId: string, sampled: boolean): string => `00-${traceId}-${spanId}-0${sampled ? 1 : 0}`
 
+/** Where performance.now() counts from, in Unix epoch milliseconds (a getter that calls into C++). */
+const TIME_ORIGIN = performance.timeOrigin
 /** Now, in Unix epoch milliseconds with a fraction: a monotonic clock anchored once. */
-const epochMs = (): number => performance.timeOrigin + performance.now()
+const epochMs = (): number => TIME_ORIGIN + performance.now()
 
-/** Builds the tracer: spans are encoded as they end and sent in batches to the collector. */
+/** The ids a request's span was given when its traceparent was asked for, and whether it is sampled. */
+interface GivenIds extends SpanIds {
+  readonly sampled: boolean
+}
+const IDS = Symbol('steward.trace')
+type Traced = Request & { [IDS]?: GivenIds }
+
+/**
+ * Builds the tracer: served requests' spans wait as their fields and are encoded when their batch
+ * leaves, client spans as they end; batches go to the collector one at a time.
+ */
 export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
   const { SpanBatch } = await import('./otlp.ts')
   const url = `${settings.endpoint.replace(/\/+$/, '')}/v1/traces`
@@ -204,21 +191,57 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
     waitingSpans += spans
     void pump()
   }
-  const finish = (span: EndedSpan) => {
-    if (closed) return
-    batch.add(span)
+  const added = () => {
     if (batch.count >= BATCH) cut()
     else if (timer === null) timer = setTimeout(cut, DELAY_MS).unref()
   }
-  /** A new span under `parent` (if any): its ids and whether it is sampled. */
   /** Whether a new span under `parent` (or a new trace `traceId`) is sampled. */
   const sampled = (parent: Parent | null, traceId: string) => (parent !== null && parentBased ? parent.sampled : sampledRoot(traceId))
+  const always = threshold === 2n ** 56n
+  const never = threshold === 0n
 
-  return {
-    request(request, at) {
+  /** The ids of a request's span, given now (and kept on the request for its end). */
+  const idsOf = (request: Request): GivenIds => {
+    let ids = (request as Traced)[IDS]
+    if (ids === undefined) {
       const parent = parseTraceparent(request.headers.get('traceparent'))
       const traceId = parent?.traceId ?? newId(16)
-      return new ServerSpan(finish, traceId, newId(8), parent, sampled(parent, traceId), at)
+      ids = { traceId, spanId: newId(8), parentSpanId: parent?.spanId ?? null, sampled: sampled(parent, traceId) }
+      ;(request as Traced)[IDS] = ids
+    }
+    return ids
+  }
+
+  return {
+    served(request, startAt, endAt, route, status, decision) {
+      if (closed) return
+      // Most requests: nothing asked for their ids, so the batch makes them as it is encoded.
+      let source: string | GivenIds | null = (request as Traced)[IDS] ?? null
+      if (source === null) {
+        const header = request.headers.get('traceparent')?.trim() ?? ''
+        if (always && (header === '' || !parentBased || readsSampled(header))) {
+          // Kept whatever the header holds: it waits unchecked and its batch checks it (an
+          // invalid one starts a new trace there, as it would here). Only a valid "not sampled"
+          // must be told apart now.
+          source = header === '' ? null : header
+        } else {
+          const flags = header === '' ? -1 : traceFlags(header)
+          if (flags >= 0 && parentBased) {
+            if ((flags & 1) === 0) return
+            source = header
+          } else if (always) source = null
+          else if (never) return
+          // A ratio sampler: the trace id decides.
+          else source = idsOf(request)
+        }
+      }
+      if (source !== null && typeof source !== 'string' && !source.sampled) return
+      batch.addServed(source, TIME_ORIGIN + startAt, TIME_ORIGIN + endAt, request.method, route, status, decision)
+      added()
+    },
+    traceparentOf(request) {
+      const ids = idsOf(request)
+      return traceparent(ids.traceId, ids.spanId, ids.sampled)
     },
     async outgoing(name, attributes, work, parentHeader) {
       const startMs = epochMs()
@@ -233,8 +256,9 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
         throw error
       } finally {
         // The parent is the request's own span (same process), not a remote one.
-        if (span.sampled) {
-          finish({ traceId: span.traceId, spanId: span.spanId, parentSpanId: parent?.spanId ?? null, flags: 1, remoteParent: false, name, kind: CLIENT, startMs, endMs: epochMs(), attributes: Object.entries(attributes).flat(), status: failed ? ERROR : 0 })
+        if (span.sampled && !closed) {
+          batch.add({ traceId: span.traceId, spanId: span.spanId, parentSpanId: parent?.spanId ?? null, flags: 1, remoteParent: false, name, kind: CLIENT, startMs, endMs: epochMs(), attributes: Object.entries(attributes).flat(), status: failed ? ERROR : 0 })
+          added()
         }
       }
     },
@@ -248,62 +272,5 @@ export async function loadTracing(settings: TracingSettings): Promise<Tracing> {
       await settled()
       agent.destroy()
     },
-  }
-}
-
-/**
- * The span of a request being served: a class, so a span is one object with its fields and no
- * closures; it becomes the encoded span itself when it ends.
- */
-class ServerSpan implements RequestSpan, EndedSpan {
-  readonly startMs: number
-  endMs = 0
-  readonly parentSpanId: string | null
-  readonly flags = 1
-  readonly remoteParent = true
-  name = ''
-  readonly kind = SERVER
-  attributes: readonly (string | number)[] = NO_ATTRIBUTES
-  status = 0
-  private decision: SpanDecision | null = null
-
-  constructor(
-    private readonly finish: (span: EndedSpan) => void,
-    readonly traceId: string,
-    readonly spanId: string,
-    parent: Parent | null,
-    private readonly sampled: boolean,
-    at: number,
-  ) {
-    this.startMs = performance.timeOrigin + at
-    this.parentSpanId = parent?.spanId ?? null
-  }
-
-  setDecision(decision: SpanDecision): void {
-    this.decision = decision
-  }
-
-  traceparent(): string {
-    return traceparent(this.traceId, this.spanId, this.sampled)
-  }
-
-  end(method: string, route: string | null, status: number, at: number): void {
-    if (!this.sampled) return
-    this.endMs = performance.timeOrigin + at
-    // Built once, at the end, in one list: OpenTelemetry's HTTP attributes, then the decision's.
-    const attributes: (string | number)[] = ['http.request.method', method, 'http.response.status_code', status]
-    if (route !== null) attributes.push('http.route', route)
-    const decision = this.decision
-    if (decision !== null) {
-      attributes.push('steward.decision.outcome', decision.outcome)
-      if (decision.agent !== null) attributes.push('steward.agent', decision.agent)
-      if (decision.agentId !== null) attributes.push('steward.agent_id', decision.agentId)
-      attributes.push('steward.action', decision.action)
-    }
-    this.attributes = attributes
-    // OpenTelemetry's HTTP span name: the method and the route template.
-    this.name = route !== null ? `${method} ${route}` : method
-    this.status = status >= 500 ? ERROR : 0
-    this.finish(this)
   }
 }

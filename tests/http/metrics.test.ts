@@ -79,6 +79,11 @@ t.test('a scrape after known traffic shows exactly its increments', async (t) =>
     if (body.approval) approvals.push(body.approval.approval_id)
   }
   t.same(answers.map((a) => `${a.decision}/${a.rule}`).sort(), ['deny/default_decision', 'deny/default_decision', 'require_approval/policy', 'require_approval/policy', 'require_approval/policy'], 'the traffic is what the test says')
+  // Neither a replayed answer (the same idempotency_key again) nor a simulation is a decision made.
+  const keyed = { agent: 'metrics-bot', action: 'files.read', resource: 'r-1', idempotency_key: 'metrics-once' }
+  const [first, again] = [await call('POST', '/decisions', { token: vars.OWNER_KEY_B!, json: keyed }), await call('POST', '/decisions', { token: vars.OWNER_KEY_B!, json: keyed })]
+  t.same([first.status, first.headers.get('idempotent-replayed'), again.status, again.headers.get('idempotent-replayed')], [200, null, 200, 'true'])
+  t.equal((await call('POST', '/decisions/simulate', { token: vars.ADMIN_KEY_A!, json: { agent: 'metrics-bot', action: 'files.read' } })).status, 200)
   // One approval cancelled 90 s after it was requested.
   clock.advance(90_000)
   const cancelled = await call('POST', `/approvals/${approvals[0]}/cancel`, { token: vars.ADMIN_KEY_A!, json: {} })
@@ -94,7 +99,7 @@ t.test('a scrape after known traffic shows exactly its increments', async (t) =>
   const after = await scrape()
   const f = after.families
   const delta = (labels: Record<string, string>) => count(f, labels) - count(before.families, labels)
-  t.equal(delta({ http_request_method: 'POST', http_route: '/decisions', http_response_status_code: '200' }), 5, 'five POST /decisions 200')
+  t.equal(delta({ http_request_method: 'POST', http_route: '/decisions', http_response_status_code: '200' }), 7, 'seven POST /decisions 200')
   t.equal(delta({ http_request_method: 'POST', http_route: '/approvals/:approval_id/cancel', http_response_status_code: '200' }), 1, 'the cancel, by its route template')
   t.equal(delta({ http_request_method: 'GET', http_route: '/approvals/:approval_id', http_response_status_code: '200' }), 6)
   t.equal(delta({ http_request_method: 'GET', http_route: '/approvals/:approval_id', http_response_status_code: '429' }), 2)
@@ -103,10 +108,10 @@ t.test('a scrape after known traffic shows exactly its increments', async (t) =>
   t.equal(delta({ http_request_method: 'GET', http_route: '/metrics', http_response_status_code: '200' }), 1, 'the first scrape, counted')
 
   t.equal(valueOf(f, 'steward_decisions_total', 'steward_decisions_total', { outcome: 'require_approval', rule: 'policy' }), 3)
-  t.equal(valueOf(f, 'steward_decisions_total', 'steward_decisions_total', { outcome: 'deny', rule: 'default_decision' }), 2)
+  t.equal(valueOf(f, 'steward_decisions_total', 'steward_decisions_total', { outcome: 'deny', rule: 'default_decision' }), 3, 'the keyed decision once')
   t.equal(f.get('steward_decisions_total')!.samples.length, 2, 'no other decision series')
   t.equal(valueOf(f, 'steward_decision_duration_seconds', 'steward_decision_duration_seconds_count', { outcome: 'require_approval' }), 3)
-  t.equal(valueOf(f, 'steward_decision_duration_seconds', 'steward_decision_duration_seconds_count', { outcome: 'deny' }), 2)
+  t.equal(valueOf(f, 'steward_decision_duration_seconds', 'steward_decision_duration_seconds_count', { outcome: 'deny' }), 3)
   t.equal(f.get('steward_decisions_total')!.type, 'counter')
   t.equal(f.get('steward_decision_duration_seconds')!.type, 'histogram')
 

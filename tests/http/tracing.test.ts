@@ -10,7 +10,7 @@ import { createTelemetry, tracedFetch, type Telemetry } from '../../services/tel
 import { loadTracing } from '../../services/tracing.ts'
 import { createWebhookWorker } from '../../jobs/webhook-delivery.ts'
 import { FakeClock, memoryLogger, openTestDatabase, testConfig, TEST_DATABASE_URL } from '../support/helpers.ts'
-import { otlpReceiver } from '../support/otlp-receiver.ts'
+import { decodeRequest, otlpReceiver } from '../support/otlp-receiver.ts'
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
 const PARENT_ID = '00f067aa0ba902b7'
@@ -83,24 +83,30 @@ t.test('OTEL_TRACES_SAMPLER decides which traces are kept', async (t) => {
   const sampled = `00-${TRACE_ID}-${PARENT_ID}-01`
   const OTHER_TRACE = '0af7651916cd43dd8448eb211c80319c'
   const unsampled = `00-${OTHER_TRACE}-${PARENT_ID}-00`
+  // An all-zero trace id makes a traceparent invalid: its flags say nothing, a new trace starts.
+  const invalid = `00-${'0'.repeat(32)}-${PARENT_ID}-01`
   const cases: [Record<string, string>, string[]][] = [
     // Parent-based: the caller's flag decides; the root sampler decides for a trace starting here.
-    [{}, ['none', 'sampled']],
+    [{}, ['none', 'sampled', 'none']],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, ['sampled']],
     // Not parent-based: the caller's flag is ignored.
-    [{ OTEL_TRACES_SAMPLER: 'always_on' }, ['none', 'sampled', 'unsampled']],
+    [{ OTEL_TRACES_SAMPLER: 'always_on' }, ['none', 'sampled', 'unsampled', 'none']],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, []],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1' }, ['none', 'sampled', 'unsampled', 'none']],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, ['sampled']],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '1' }, ['none', 'sampled', 'none']],
   ]
   for (const [env, kept] of cases) {
     const receiver = await otlpReceiver(t)
     const { call, vars, telemetry } = await world(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, ...env })
-    for (const [label, traceparent] of [['none', null], ['sampled', sampled], ['unsampled', unsampled]] as const) {
+    for (const [label, traceparent] of [['none', null], ['sampled', sampled], ['unsampled', unsampled], ['invalid', invalid]] as const) {
       const headers: Record<string, string> = { 'x-request-id': label, ...(traceparent ? { traceparent } : {}) }
       t.equal((await call('GET', '/decisions', { token: vars.ADMIN_KEY_A!, headers })).status, 200)
     }
     await telemetry.flush()
     const received = receiver.spans.map((span) => (span.traceId === TRACE_ID ? 'sampled' : span.traceId === OTHER_TRACE ? 'unsampled' : 'none'))
     t.same(received, kept, `${JSON.stringify(env)}: the spans kept`)
+    t.same(receiver.spans.filter((span) => span.parentSpanId !== '').map((span) => span.traceId), received.filter((kind) => kind !== 'none').map((kind) => (kind === 'sampled' ? TRACE_ID : OTHER_TRACE)), 'only a valid traceparent gives a parent')
   }
 })
 
@@ -159,7 +165,7 @@ t.test('the export: an empty flush sends nothing, a 503 is retried, a 400 drops 
   t.teardown(() => new Promise<void>((resolve) => collector.close(() => resolve())).then(() => collector.closeAllConnections()))
   const errors: string[] = []
   const tracing = await loadTracing({ endpoint: `http://127.0.0.1:${(collector.address() as { port: number }).port}/`, serviceName: 's', sampler: 'parentbased_always_on', samplerRatio: 1, onExportError: (error) => errors.push(error.message) })
-  const span = () => tracing.request(new Request('http://localhost/x'), performance.now()).end('GET', '/x', 200, performance.now())
+  const span = () => tracing.served(new Request('http://localhost/x'), performance.now(), performance.now(), '/x', 200, null)
   await tracing.flush()
   t.same(seen, [], 'nothing waited, nothing was sent')
   span()
@@ -171,6 +177,40 @@ t.test('the export: an empty flush sends nothing, a 503 is retried, a 400 drops 
   t.same(seen.map((request) => request.status), [503, 200, 400], 'a 400 is not retried')
   t.same(errors, ['the collector answered 400'], 'and the dropped batch is reported')
   await tracing.close()
+})
+
+t.test('a full batch (2048 spans) leaves at once; beyond 8192 waiting, spans are dropped and said so', async (t) => {
+  const bodies: Buffer[] = []
+  const held: (() => void)[] = []
+  // Answers nothing until told: the first batch stays in flight and the next ones wait.
+  const collector = createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', () => {
+      bodies.push(Buffer.concat(chunks))
+      held.push(() => response.writeHead(200).end())
+    })
+  })
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => collector.close(() => resolve())).then(() => collector.closeAllConnections()))
+  const errors: string[] = []
+  const tracing = await loadTracing({ endpoint: `http://127.0.0.1:${(collector.address() as { port: number }).port}`, serviceName: 's', sampler: 'parentbased_always_on', samplerRatio: 1, onExportError: (error) => errors.push(error.message) })
+  const spans = (count: number) => {
+    for (let i = 0; i < count; i++) tracing.served(new Request('http://localhost/x'), performance.now(), performance.now(), '/x', 200, null)
+  }
+  spans(2048)
+  for (let waited = 0; bodies.length === 0 && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
+  t.equal(bodies.length, 1, 'sent without a flush or the timer')
+  t.equal(decodeRequest(bodies[0]!).resourceSpans[0]!.scopeSpans[0]!.spans.length, 2048)
+  spans(5 * 2048)
+  t.same(errors, ['2048 spans dropped: the collector is not keeping up'], 'four batches wait; the fifth is dropped')
+  // Answered, the four waiting batches follow one at a time.
+  for (let answered = 0; answered < 5; answered++) {
+    for (let waited = 0; held.length === 0 && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
+    held.shift()?.()
+  }
+  await tracing.close()
+  t.equal(bodies.length, 5)
 })
 
 t.test('without OTEL_EXPORTER_OTLP_ENDPOINT nothing traces and nothing is sent', async (t) => {

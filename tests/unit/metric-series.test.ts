@@ -46,3 +46,25 @@ t.test('a counter: one line per series, label values escaped by the registry', a
     'decisions_total{outcome="deny",rule="a \\"quoted\\" rule"} 1',
   ])
 })
+
+t.test('one to three labels: each combination of values is a series of its own', async (t) => {
+  const one = new SeriesCounter('one_total', 'One label.', ['outcome'])
+  one.of('allow').inc()
+  one.of('deny').inc(4)
+  const three = new SeriesCounter('three_total', 'Three labels.', ['a', 'b', 'c'])
+  for (const [a, b, c] of [['x', 'y', 'z'], ['x', 'y', 'w'], ['x', 'v', 'z'], ['x', 'y', 'z']] as const) three.of(a, b, c).inc()
+  t.same(await exposition(one, three), [
+    '# HELP one_total One label.',
+    '# TYPE one_total counter',
+    'one_total{outcome="allow"} 1',
+    'one_total{outcome="deny"} 4',
+    '',
+    '# HELP three_total Three labels.',
+    '# TYPE three_total counter',
+    'three_total{a="x",b="y",c="z"} 2',
+    'three_total{a="x",b="y",c="w"} 1',
+    'three_total{a="x",b="v",c="z"} 1',
+  ])
+  t.throws(() => new SeriesCounter('none_total', 'No label.', []), /one to three labels/)
+  t.throws(() => new SeriesCounter('four_total', 'Four labels.', ['a', 'b', 'c', 'd']), /one to three labels/)
+})

@@ -1,7 +1,7 @@
 // W3C Trace Context's traceparent as the tracer reads it (services/tracing.ts): what continues a
 // caller's trace and what starts a new one.
 import t from 'tap'
-import { parseTraceparent } from '../../services/tracing.ts'
+import { parseTraceparent, traceFlags } from '../../services/tracing.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const SPAN = '00f067aa0ba902b7'
@@ -11,6 +11,7 @@ t.test('a valid traceparent gives its ids and sampled flag', async (t) => {
   t.same(parseTraceparent(`00-${TRACE}-${SPAN}-00`), { traceId: TRACE, spanId: SPAN, sampled: false })
   t.same(parseTraceparent(`00-${TRACE}-${SPAN}-03`)?.sampled, true, 'other flag bits beside sampled')
   t.same(parseTraceparent(`01-${TRACE}-${SPAN}-01-future`)?.traceId, TRACE, 'a later version may carry more fields')
+  t.same([traceFlags(`00-${TRACE}-${SPAN}-00`), traceFlags(`00-${TRACE}-${SPAN}-09`), traceFlags(`00-${TRACE}-${SPAN}-a0`), traceFlags(`00-${TRACE}-${SPAN}-ff`)], [0, 9, 160, 255], 'the flags, as a number')
 })
 
 t.test('what the specification rules out starts a new trace', async (t) => {
@@ -23,6 +24,10 @@ t.test('what the specification rules out starts a new trace', async (t) => {
     [`00-${TRACE}-${'0'.repeat(16)}-01`, 'an all-zero parent id'],
     [`00-${TRACE.toUpperCase()}-${SPAN}-01`, 'upper-case hex'],
     [`00-${TRACE.slice(1)}-${SPAN}-01`, 'a short trace id'],
+    [`01-${TRACE}-${SPAN}-01x`, 'a later version whose flags run on'],
+    [`00-${TRACE}-${SPAN}-0g`, 'flags that are not hex'],
+    [`00-${TRACE}_${SPAN}-01`, 'no dash after the trace id'],
+    [`01-${TRACE}-${SPAN}-01-\r\nx`, 'a line break in what a later version adds'],
     ['garbage', 'not a traceparent'],
   ] as const) {
     t.equal(parseTraceparent(header), null, why)
