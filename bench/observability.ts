@@ -10,8 +10,9 @@
 // Reported: CPU per request of each side (its process and its PostgreSQL backends), and requests
 // served. Goal: the sides' CPU per request, off ÷ on, ≥ 0.95 (a cost of at most 5 %).
 // DATABASE_URL: memory:// (the default) or a PostgreSQL database to create the sides' databases
-// from; PARTS=metrics or PARTS=tracing turns on that part alone, PARTS=none neither (an A/A run).
-//   node --import tsx bench/observability.ts [--seconds 1] [--rounds 60] [--pairs 4]
+// from; PARTS=metrics or PARTS=tracing turns on that part alone, PARTS=none neither (an A/A run);
+// SIDE_NODE_FLAGS adds node flags to the sides (a CPU profile of each: --cpu-prof).
+//   node --import tsx bench/observability.ts [--seconds 1] [--rounds 120] [--pairs 8]
 import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -20,11 +21,13 @@ import { pathToFileURL } from 'node:url'
 import { canPin, pinTo } from './cpu.ts'
 import { createScratchDatabase, ROOT, startReceiver } from './lib.ts'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '1' }, rounds: { type: 'string', default: '60' }, pairs: { type: 'string', default: '4' } } })
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '1' }, rounds: { type: 'string', default: '120' }, pairs: { type: 'string', default: '8' } } })
 const SECONDS = Number(values.seconds)
 const ROUNDS = Number(values.rounds)
 const PAIRS = Number(values.pairs)
 const TOKEN = 'bench-metrics-token-0123456789abcdef'
+// SIDE_NODE_FLAGS: node flags for the sides only, such as `--cpu-prof --cpu-prof-dir=/tmp/prof`.
+const SIDE_FLAGS = (process.env.SIDE_NODE_FLAGS ?? '').split(' ').filter(Boolean)
 const url = process.env.DATABASE_URL && process.env.DATABASE_URL !== 'memory://' ? process.env.DATABASE_URL : null
 
 // The side, bundled as cli/launch.mjs bundles the server (no per-function names, unlike tsx).
@@ -59,7 +62,7 @@ async function start(side: Side): Promise<Running> {
     databaseUrl = scratch.url
   }
   // Imported from -e, not run as the script: the bundle holds server.ts, which would take itself for the CLI.
-  const child = spawn(process.execPath, ['--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(bundle).href)})`], {
+  const child = spawn(process.execPath, [...SIDE_FLAGS, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(bundle).href)})`], {
     env: { ...process.env, SIDE: side, DATABASE_URL: databaseUrl, COLLECTOR: receiver.endpoint, METRICS_TOKEN_FOR_BENCH: TOKEN },
     stdio: ['pipe', 'pipe', 'inherit'],
   })
@@ -76,15 +79,19 @@ async function start(side: Side): Promise<Running> {
 
 const totals = { on: { done: 0, node: 0, postgres: 0 }, off: { done: 0, node: 0, postgres: 0 } }
 
+/** Each pair's own ratio (CPU per request, off ÷ on): their spread shows the noise. */
+const pairRatios: number[] = []
+
 /**
  * One pair of fresh side processes, `rounds` rounds. Two processes of the same code differ by a
- * percent or two in CPU per request (A/A), so the rounds are spread over several pairs, each
- * started in the other order, and that difference averages out.
+ * percent or two in CPU per request (A/A), so the rounds are spread over several pairs and that
+ * difference averages out. The two start at the same time: started one after the other, the
+ * first read several percent dearer than the second, whichever side it was.
  */
-async function pair(index: number, rounds: number): Promise<void> {
-  const order: Side[] = index % 2 === 0 ? ['on', 'off'] : ['off', 'on']
+async function pair(rounds: number): Promise<void> {
   const sides = {} as Record<Side, Running>
-  for (const side of order) sides[side] = await start(side)
+  const own = { on: { done: 0, cpu: 0 }, off: { done: 0, cpu: 0 } }
+  await Promise.all((['on', 'off'] as const).map(async (side) => (sides[side] = await start(side))))
   // Round -1 (3 s) warms both sides up and is not counted: the optimizing compiler is still busy.
   for (let round = -1; round < rounds; round++) {
     // Backends the pool opened since the last round go to the core too.
@@ -99,15 +106,18 @@ async function pair(index: number, rounds: number): Promise<void> {
       totals[name].done += result.done
       totals[name].node += result.node
       totals[name].postgres += result.postgres
+      own[name].done += result.done
+      own[name].cpu += result.node + result.postgres
     }
   }
+  pairRatios.push(own.off.cpu / own.off.done / (own.on.cpu / own.on.done))
   for (const side of Object.values(sides)) side.child.stdin!.write('quit\n')
   await Promise.all(Object.values(sides).map((side) => new Promise((resolve) => (side.child.exitCode !== null ? resolve(null) : side.child.once('exit', resolve)))))
 }
 
 try {
   if (canPin) pinTo([process.pid, receiver.pid], 0)
-  for (let index = 0; index < PAIRS; index++) await pair(index, Math.ceil(ROUNDS / PAIRS))
+  for (let index = 0; index < PAIRS; index++) await pair(Math.ceil(ROUNDS / PAIRS))
   const perRequest = (side: Side) => (totals[side].node + totals[side].postgres) / totals[side].done
   const cpuRatio = perRequest('off') / perRequest('on')
   const ratio = totals.on.done / totals.off.done
@@ -118,6 +128,9 @@ try {
   )
   console.log('| goal | target | reached |\n|---|---|---|')
   console.log(`| POST /decisions with metrics and tracing on, ${kind}: CPU per request, off ÷ on${url ? ' (node + its PostgreSQL backends)' : ''} | ≥ 0.95 | **${cpuRatio.toFixed(2)} ${cpuRatio >= 0.95 ? '✓' : '✗'}** (on ${µs('on')}, off ${µs('off')}) |`)
+  const mean = pairRatios.reduce((sum, r) => sum + r, 0) / pairRatios.length
+  const spread = Math.sqrt(pairRatios.reduce((sum, r) => sum + (r - mean) ** 2, 0) / Math.max(1, pairRatios.length - 1) / pairRatios.length)
+  console.log(`| the same, pair by pair (mean ± its standard error) | | ${pairRatios.map((r) => r.toFixed(3)).join(' ')} (${mean.toFixed(3)} ± ${spread.toFixed(3)}) |`)
   console.log(`| the same, requests served on ÷ off (sharing the core) | ≥ 0.95 | ${ratio.toFixed(2)} (${(totals.on.done / (Math.ceil(ROUNDS / PAIRS) * PAIRS) / SECONDS).toFixed(0)} / ${(totals.off.done / (Math.ceil(ROUNDS / PAIRS) * PAIRS) / SECONDS).toFixed(0)} req/s) |`)
 } finally {
   for (const cleanup of cleanups.reverse()) await cleanup()
