@@ -37,6 +37,14 @@ export function traceFlags(value: string): number {
   return hexValue(value.charCodeAt(53)) * 16 + hexValue(value.charCodeAt(54))
 }
 
+/**
+ * Whether a traceparent's flags (its 55th character) have the sampled bit, without checking the
+ * rest: true for every valid sampled one, and for some invalid ones, which traceFlags then finds.
+ */
+export function readsSampled(header: string): boolean {
+  return (hexValue(header.charCodeAt(54)) & 1) === 1
+}
+
 /** A W3C traceparent's ids and sampled flag, or null when it is absent or invalid (see traceFlags). */
 export function parseTraceparent(header: string | null | undefined): Parent | null {
   if (!header) return null

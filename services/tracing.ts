@@ -13,7 +13,7 @@ import { randomFillSync } from 'node:crypto'
 import http from 'node:http'
 import https from 'node:https'
 import type { SpanDecision, SpanIds } from './otlp.ts'
-import { parseTraceparent, traceFlags, type Parent } from './traceparent.ts'
+import { parseTraceparent, readsSampled, traceFlags, type Parent } from './traceparent.ts'
 
 export type { SpanDecision } from './otlp.ts'
 export { parseTraceparent, traceFlags } from './traceparent.ts'
@@ -52,7 +52,6 @@ export interface Tracing {
   close(): Promise<void>
 }
 
-
 // OTLP's SpanKind and StatusCode.
 const CLIENT = 3
 const ERROR = 2
@@ -85,12 +84,6 @@ function idSource(): (bytes: number) => string {
       for (let i = start; i < at; i++) if (pool[i] !== 0) return pool.toString('hex', start, at)
     }
   }
-}
-
-/** Whether a traceparent's flags (its 55th character) have the sampled bit, if it is valid. */
-function readsSampled(header: string): boolean {
-  const code = header.charCodeAt(54)
-  return (((code <= 0x39 ? code - 0x30 : code - 0x57) & 1) === 1)
 }
 
 /** The W3C traceparent (version 00) naming a span. */
