@@ -77,10 +77,13 @@ async function start(side: Side): Promise<Running> {
   return { child, next, backends: ready.split(' ')[1]?.split(',').filter(Boolean).map(Number) ?? [] }
 }
 
-const totals = { on: { done: 0, node: 0, postgres: 0 }, off: { done: 0, node: 0, postgres: 0 } }
-
-/** Each pair's own ratio (CPU per request, off ÷ on): their spread shows the noise. */
-const pairRatios: number[] = []
+interface Counted {
+  done: number
+  node: number
+  postgres: number
+}
+/** What each pair's sides counted; the totals and each pair's ratio are read from them. */
+const pairs: Record<Side, Counted>[] = []
 
 /**
  * One pair of fresh side processes, `rounds` rounds. Two processes of the same code differ by a
@@ -90,7 +93,8 @@ const pairRatios: number[] = []
  */
 async function pair(rounds: number): Promise<void> {
   const sides = {} as Record<Side, Running>
-  const own = { on: { done: 0, cpu: 0 }, off: { done: 0, cpu: 0 } }
+  const counted: Record<Side, Counted> = { on: { done: 0, node: 0, postgres: 0 }, off: { done: 0, node: 0, postgres: 0 } }
+  pairs.push(counted)
   await Promise.all((['on', 'off'] as const).map(async (side) => (sides[side] = await start(side))))
   // Round -1 (3 s) warms both sides up and is not counted: the optimizing compiler is still busy.
   for (let round = -1; round < rounds; round++) {
@@ -103,14 +107,11 @@ async function pair(rounds: number): Promise<void> {
       const result = JSON.parse(line!) as { done: number; node: number; postgres: number; pids: number[] }
       sides[name].backends = result.pids
       if (round < 0) continue
-      totals[name].done += result.done
-      totals[name].node += result.node
-      totals[name].postgres += result.postgres
-      own[name].done += result.done
-      own[name].cpu += result.node + result.postgres
+      counted[name].done += result.done
+      counted[name].node += result.node
+      counted[name].postgres += result.postgres
     }
   }
-  pairRatios.push(own.off.cpu / own.off.done / (own.on.cpu / own.on.done))
   for (const side of Object.values(sides)) side.child.stdin!.write('quit\n')
   await Promise.all(Object.values(sides).map((side) => new Promise((resolve) => (side.child.exitCode !== null ? resolve(null) : side.child.once('exit', resolve)))))
 }
@@ -118,8 +119,20 @@ async function pair(rounds: number): Promise<void> {
 try {
   if (canPin) pinTo([process.pid, receiver.pid], 0)
   for (let index = 0; index < PAIRS; index++) await pair(Math.ceil(ROUNDS / PAIRS))
-  const perRequest = (side: Side) => (totals[side].node + totals[side].postgres) / totals[side].done
-  const cpuRatio = perRequest('off') / perRequest('on')
+  const sum = (side: Side, of: readonly Record<Side, Counted>[]): Counted => ({
+    done: of.reduce((total, counted) => total + counted[side].done, 0),
+    node: of.reduce((total, counted) => total + counted[side].node, 0),
+    postgres: of.reduce((total, counted) => total + counted[side].postgres, 0),
+  })
+  const totals = { on: sum('on', pairs), off: sum('off', pairs) }
+  /** CPU per request, off ÷ on, over `of`. */
+  const offOverOn = (of: readonly Record<Side, Counted>[]) => {
+    const [on, off] = [sum('on', of), sum('off', of)]
+    return (off.node + off.postgres) / off.done / ((on.node + on.postgres) / on.done)
+  }
+  const cpuRatio = offOverOn(pairs)
+  // Each pair's own ratio: their spread shows the noise.
+  const pairRatios = pairs.map((counted) => offOverOn([counted]))
   const ratio = totals.on.done / totals.off.done
   const µs = (side: Side) => `${(totals[side].node / totals[side].done).toFixed(0)}${url ? ` + ${(totals[side].postgres / totals[side].done).toFixed(0)}` : ''} µs`
   const kind = url ? 'PostgreSQL' : 'PGlite (in memory)'
@@ -128,8 +141,8 @@ try {
   )
   console.log('| goal | target | reached |\n|---|---|---|')
   console.log(`| POST /decisions with metrics and tracing on, ${kind}: CPU per request, off ÷ on${url ? ' (node + its PostgreSQL backends)' : ''} | ≥ 0.95 | **${cpuRatio.toFixed(2)} ${cpuRatio >= 0.95 ? '✓' : '✗'}** (on ${µs('on')}, off ${µs('off')}) |`)
-  const mean = pairRatios.reduce((sum, r) => sum + r, 0) / pairRatios.length
-  const spread = Math.sqrt(pairRatios.reduce((sum, r) => sum + (r - mean) ** 2, 0) / Math.max(1, pairRatios.length - 1) / pairRatios.length)
+  const mean = pairRatios.reduce((total, r) => total + r, 0) / pairRatios.length
+  const spread = Math.sqrt(pairRatios.reduce((total, r) => total + (r - mean) ** 2, 0) / Math.max(1, pairRatios.length - 1) / pairRatios.length)
   console.log(`| the same, pair by pair (mean ± its standard error) | | ${pairRatios.map((r) => r.toFixed(3)).join(' ')} (${mean.toFixed(3)} ± ${spread.toFixed(3)}) |`)
   console.log(`| the same, requests served on ÷ off (sharing the core) | ≥ 0.95 | ${ratio.toFixed(2)} (${(totals.on.done / (Math.ceil(ROUNDS / PAIRS) * PAIRS) / SECONDS).toFixed(0)} / ${(totals.off.done / (Math.ceil(ROUNDS / PAIRS) * PAIRS) / SECONDS).toFixed(0)} req/s) |`)
 } finally {
